@@ -1,0 +1,281 @@
+// Package policy owns the compiled rate-limit model: the typed form of a policy repository that
+// every consumer (lint, diff, render, simulate, rollout and the enforcer) reads. It also owns the
+// model's versioned JSON snapshot and descriptor matching.
+//
+// The package does not import CUE: schema/ turns CUE into a *Model, and the enforcer loads a
+// snapshot, so the sidecar binary carries no CUE evaluator.
+//
+// All durations are integer milliseconds and all amounts are integers; nothing in a decision path
+// uses floating point.
+package policy
+
+import "fmt"
+
+// Pos is a position in a user's policy file. Line and Col are 1-based; the zero Pos means unknown.
+type Pos struct {
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
+	Col  int    `json:"col,omitempty"`
+}
+
+// String formats p as file:line:col, dropping the parts that are unknown.
+func (p Pos) String() string {
+	switch {
+	case p.File == "":
+		return ""
+	case p.Line == 0:
+		return p.File
+	case p.Col == 0:
+		return fmt.Sprintf("%s:%d", p.File, p.Line)
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
+// Model is a compiled policy repository: every domain with defaults applied, durations in
+// milliseconds and rules in precedence order.
+type Model struct {
+	// Domains are sorted by name.
+	Domains []*Domain `json:"domains"`
+}
+
+// Domain is one rate-limit domain, the unit Envoy names in a RateLimitRequest.
+type Domain struct {
+	Name string `json:"name"`
+	Pos  Pos    `json:"pos"`
+	// Gateway describes the fleet that calls the enforcer for this domain.
+	Gateway Gateway `json:"gateway"`
+	// Sources say how a request becomes descriptor entries, in declaration order.
+	Sources []*Source `json:"sources"`
+	// CriticalPaths are path patterns (exact, or prefix ending in '*') on which fail-open is a
+	// finding.
+	CriticalPaths []string `json:"critical_paths,omitempty"`
+	// Rules are in precedence order (see Lookup).
+	Rules []*Rule `json:"rules"`
+}
+
+// Gateway describes the gateways in front of the enforcer.
+type Gateway struct {
+	// RLSTimeoutMs is the gateway's timeout for a ShouldRateLimit call.
+	RLSTimeoutMs int64 `json:"rls_timeout_ms"`
+	// PerKeyQPSBudget is the store QPS one key may take before lint calls it hot.
+	PerKeyQPSBudget int64 `json:"per_key_qps_budget"`
+}
+
+// SourceKind names how a descriptor entry is produced from a request.
+type SourceKind string
+
+// The descriptor source kinds. Each maps onto one Envoy rate-limit action.
+const (
+	SourceHeader        SourceKind = "header"         // request_headers
+	SourceJWTClaim      SourceKind = "jwt_claim"      // dynamic_metadata from jwt_authn
+	SourceRemoteAddress SourceKind = "remote_address" // remote_address, optionally masked
+	SourceGenericKey    SourceKind = "generic_key"    // generic_key
+	SourcePathMatch     SourceKind = "path_match"     // header_value_match on :path
+	SourceIdentity      SourceKind = "identity"       // the identity waterfall
+)
+
+// Mask says how a remote address is aggregated.
+type Mask string
+
+// The remote address masks.
+const (
+	MaskNone   Mask = "none"   // the whole address
+	MaskSubnet Mask = "subnet" // /24 for IPv4, /64 for IPv6
+)
+
+// Source produces one descriptor entry, whose key is Key.
+type Source struct {
+	Key  string     `json:"key"`
+	Kind SourceKind `json:"kind"`
+	Pos  Pos        `json:"pos"`
+
+	// Header is the request header name (SourceHeader).
+	Header string `json:"header,omitempty"`
+	// Claim, MetadataNamespace and MetadataKey locate a JWT claim in Envoy's dynamic metadata
+	// (SourceJWTClaim).
+	Claim             string `json:"claim,omitempty"`
+	MetadataNamespace string `json:"metadata_namespace,omitempty"`
+	MetadataKey       string `json:"metadata_key,omitempty"`
+	// Mask applies to SourceRemoteAddress and to the subnet step of SourceIdentity.
+	Mask Mask `json:"mask,omitempty"`
+	// Value is the descriptor value of SourceGenericKey and SourcePathMatch.
+	Value string `json:"value,omitempty"`
+	// PathExact and PathPrefix select requests for SourcePathMatch; one is set.
+	PathExact  string `json:"path_exact,omitempty"`
+	PathPrefix string `json:"path_prefix,omitempty"`
+	// Waterfall lists the identity tiers in the order they are tried (SourceIdentity).
+	Waterfall []IdentityStep `json:"waterfall,omitempty"`
+}
+
+// IdentityTier names one step of the identity waterfall.
+type IdentityTier string
+
+// The identity tiers, in their fixed order.
+const (
+	TierJWTSubject     IdentityTier = "jwt_subject"
+	TierAPIKey         IdentityTier = "api_key"
+	TierTLSFingerprint IdentityTier = "tls_fingerprint"
+	TierSubnet         IdentityTier = "subnet"
+)
+
+// IdentityStep is one tier of the waterfall. The descriptor value it produces is
+// "<tier>:<value>", so rules can match a tier with a wildcard such as "api_key:*".
+type IdentityStep struct {
+	Tier IdentityTier `json:"tier"`
+	// Header carries the value for TierAPIKey and TierTLSFingerprint (for example x-api-key,
+	// x-ja4); Claim for TierJWTSubject (normally "sub").
+	Header string `json:"header,omitempty"`
+	Claim  string `json:"claim,omitempty"`
+}
+
+// MatchKind is how a rule matches one descriptor entry, in envoyproxy/ratelimit's terms.
+type MatchKind string
+
+// The match kinds, from most to least specific.
+const (
+	MatchExact    MatchKind = "exact"    // key and value equal
+	MatchWildcard MatchKind = "wildcard" // value ends in '*': key equal, value has the prefix
+	MatchAny      MatchKind = "any"      // key only: any value
+)
+
+// Match is one level of a rule's nested descriptor match.
+type Match struct {
+	Key   string    `json:"key"`
+	Value string    `json:"value,omitempty"` // as written, including a trailing '*'
+	Kind  MatchKind `json:"kind"`
+	Pos   Pos       `json:"pos"`
+}
+
+// Algorithm names a rate-limit algorithm.
+type Algorithm string
+
+// The algorithms.
+const (
+	TokenBucket   Algorithm = "token_bucket"
+	SlidingWindow Algorithm = "sliding_window"
+	FixedWindow   Algorithm = "fixed_window"
+)
+
+// Limit is one limit of a rule. A rule with several limits (burst and sustained) debits all or
+// none.
+type Limit struct {
+	Requests int64 `json:"requests"`
+	WindowMs int64 `json:"window_ms"`
+	// Burst is the token bucket's capacity; it defaults to Requests.
+	Burst     int64     `json:"burst"`
+	Algorithm Algorithm `json:"algorithm"`
+	// Cost is the tokens one request spends unless the request says otherwise (hits_addend).
+	Cost int64 `json:"cost"`
+	Pos  Pos   `json:"pos"`
+}
+
+// StageName is a rollout stage.
+type StageName string
+
+// The rollout stages, in order.
+const (
+	StageShadow  StageName = "shadow"
+	StageSoft    StageName = "soft"
+	StageCanary  StageName = "canary"
+	StageEnforce StageName = "enforce"
+)
+
+// Stage is where a rule is in its rollout.
+type Stage struct {
+	Name StageName `json:"name"`
+	// CanaryPercent is the share of enforcer instances (0-100) that enforce in StageCanary.
+	CanaryPercent int `json:"canary_percent,omitempty"`
+	// Since is the date (YYYY-MM-DD) the stage began.
+	Since string `json:"since,omitempty"`
+	Pos   Pos    `json:"pos"`
+}
+
+// FailureMode says what a rule does when the store is unavailable.
+type FailureMode string
+
+// The failure modes.
+const (
+	FailOpen   FailureMode = "open"
+	FailClosed FailureMode = "closed"
+)
+
+// Rate is a plain rate, used for the local fallback bucket.
+type Rate struct {
+	Requests int64 `json:"requests"`
+	WindowMs int64 `json:"window_ms"`
+}
+
+// Lease holds a rule's token-leasing settings.
+type Lease struct {
+	Min          int64 `json:"min"`
+	Max          int64 `json:"max"`
+	LookaheadMs  int64 `json:"lookahead_ms"`
+	LowWatermark int64 `json:"low_watermark"`
+	TTLMs        int64 `json:"ttl_ms"`
+}
+
+// SubShards splits a hot key into Count shard keys, chosen by a hash of the descriptor entry
+// whose key is Attribute. That entry follows the rule's matched entries in the descriptor.
+type SubShards struct {
+	Count     int    `json:"count"`
+	Attribute string `json:"attribute"`
+}
+
+// RegionShare is one region's share of a rule's quota.
+type RegionShare struct {
+	Region  string `json:"region"`
+	Percent int    `json:"percent"`
+}
+
+// Rule is one compiled rate-limit rule.
+type Rule struct {
+	// Name is unique within its domain.
+	Name string `json:"name"`
+	Pos  Pos    `json:"pos"`
+	// Match is the nested descriptor match, outermost entry first.
+	Match  []Match `json:"match"`
+	Limits []Limit `json:"limits"`
+	Stage  Stage   `json:"stage"`
+
+	FailureMode FailureMode `json:"failure_mode"`
+	// FailureReason explains a fail-closed choice.
+	FailureReason string `json:"failure_reason,omitempty"`
+	// Fallback is the local bucket that caps a fail-open rule while the store is unavailable;
+	// nil admits everything.
+	Fallback       *Rate `json:"fallback,omitempty"`
+	StoreTimeoutMs int64 `json:"store_timeout_ms"`
+	Lease          Lease `json:"lease"`
+
+	SubShards *SubShards    `json:"sub_shards,omitempty"`
+	Regions   []RegionShare `json:"regions,omitempty"`
+	Owner     string        `json:"owner,omitempty"`
+
+	// ExpectedPeakQPS and Gateways are capacity-planning figures that lint uses.
+	ExpectedPeakQPS int64 `json:"expected_peak_qps,omitempty"`
+	Gateways        int64 `json:"gateways,omitempty"`
+	// DriftToleranceBP is the accepted over-admission, in basis points of the limit (200 = 2%).
+	DriftToleranceBP int64 `json:"drift_tolerance_bp"`
+	// Legit lists identities known to be legitimate (descriptor values, such as a tenant or an
+	// "api_key:..." identity); simulate counts their denials as false positives.
+	Legit []string `json:"legit,omitempty"`
+}
+
+// Domain returns the domain named name, or nil.
+func (m *Model) Domain(name string) *Domain {
+	for _, d := range m.Domains {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// Source returns the source producing descriptor key key, or nil.
+func (d *Domain) Source(key string) *Source {
+	for _, s := range d.Sources {
+		if s.Key == key {
+			return s
+		}
+	}
+	return nil
+}
