@@ -49,8 +49,11 @@ type Domain struct {
 	// CriticalPaths are path patterns (exact, or prefix ending in '*') on which fail-open is a
 	// finding.
 	CriticalPaths []string `json:"critical_paths,omitempty"`
-	// Rules are in precedence order (see Lookup).
+	// Rules are in precedence order (see Lookup). They must not change after the first Lookup.
 	Rules []*Rule `json:"rules"`
+
+	// matcher is the descriptor tree that Lookup walks, built once from Rules.
+	matcher matcher
 }
 
 // Gateway describes the gateways in front of the enforcer.
@@ -207,11 +210,15 @@ type Rate struct {
 
 // Lease holds a rule's token-leasing settings.
 type Lease struct {
-	Min          int64 `json:"min"`
-	Max          int64 `json:"max"`
-	LookaheadMs  int64 `json:"lookahead_ms"`
-	LowWatermark int64 `json:"low_watermark"`
-	TTLMs        int64 `json:"ttl_ms"`
+	Min         int64 `json:"min"`
+	Max         int64 `json:"max"`
+	LookaheadMs int64 `json:"lookahead_ms"`
+	// LowWatermark is the local balance, in tokens, below which the next lease is prefetched.
+	// When LowWatermarkPercent is set instead, the watermark is that percentage of the current
+	// lease size.
+	LowWatermark        int64 `json:"low_watermark,omitempty"`
+	LowWatermarkPercent int64 `json:"low_watermark_percent,omitempty"`
+	TTLMs               int64 `json:"ttl_ms"`
 }
 
 // SubShards splits a hot key into Count shard keys, chosen by a hash of the descriptor entry

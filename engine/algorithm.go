@@ -1,0 +1,239 @@
+package engine
+
+// This file is the reference arithmetic of every algorithm. redis_take.lua and
+// redis_return.lua are line-for-line ports of it; a change here is a change
+// there, and TestRedisMatchesModel holds the two together.
+
+// slot is the stored state of one limit of a key: the fields of the key's hash
+// that belong to limit i (tok<i>, ts<i>, win<i>, cur<i>, prev<i>). has records
+// which fields exist, so a policy that changes a limit's algorithm finds the
+// same fields in memory as in Redis.
+type slot struct {
+	tok  int64 // token bucket: balance in units (a token is Window/g units)
+	ts   int64 // token bucket: last refill, ms
+	win  int64 // windows: start of the current window, ms
+	cur  int64 // windows: count in the current window
+	prev int64 // sliding window: count in the previous window
+	has  uint8
+}
+
+const (
+	hasTok uint8 = 1 << iota
+	hasTs
+	hasWin
+	hasCur
+	hasPrev
+
+	hasBucket  = hasTok | hasTs
+	hasSliding = hasWin | hasCur | hasPrev
+	hasFixed   = hasWin | hasCur
+)
+
+func clamp(v, lo, hi int64) int64 {
+	return min(max(v, lo), hi)
+}
+
+// advance brings s up to now: it creates fresh state (a full bucket, empty
+// windows) when s has none, clamps what was stored into range, refills the
+// bucket or rolls the windows. Time never runs before the state's own time, so
+// a clock going backwards refills nothing and never reopens a window.
+func (l Limit) advance(s *slot, now int64) {
+	switch l.Algorithm {
+	case TokenBucket:
+		tu, rate := l.units()
+		capU := l.Capacity() * tu
+		if s.has&hasBucket != hasBucket {
+			s.tok, s.ts = capU, now
+			s.has |= hasBucket
+			return
+		}
+		s.tok = clamp(s.tok, 0, capU)
+		s.ts = clamp(s.ts, 0, MaxExact)
+		if now <= s.ts {
+			return
+		}
+		// Clamp elapsed time to the time to fill before multiplying, so years
+		// of idleness cannot leave the exact range.
+		elapsed := min(now-s.ts, ceilDiv(capU, rate))
+		s.tok = min(capU, s.tok+elapsed*rate)
+		s.ts = now
+	case SlidingWindow, FixedWindow:
+		sliding := l.Algorithm == SlidingWindow
+		need := hasFixed
+		if sliding {
+			need = hasSliding
+		}
+		start := now - now%l.Window
+		if s.has&need != need {
+			s.win, s.cur = start, 0
+			if sliding {
+				s.prev = 0
+			}
+			s.has |= need
+			return
+		}
+		s.cur = clamp(s.cur, 0, l.Requests)
+		s.win = clamp(s.win, 0, MaxExact)
+		if sliding {
+			s.prev = clamp(s.prev, 0, l.Requests)
+		}
+		if now < s.win {
+			now = s.win
+			start = now - now%l.Window
+		}
+		switch {
+		case start == s.win:
+		case start == s.win+l.Window && sliding:
+			s.prev, s.cur, s.win = s.cur, 0, start
+		default:
+			s.cur, s.win = 0, start
+			if sliding {
+				s.prev = 0
+			}
+		}
+	}
+}
+
+// effective is the time a decision on advanced state s is made at: never
+// before the state's own time, and for windows within [win, win+Window).
+func (l Limit) effective(s *slot, now int64) int64 {
+	if l.Algorithm == TokenBucket {
+		return s.ts
+	}
+	return max(now, s.win)
+}
+
+// available is how many tokens l could grant now (after advance).
+func (l Limit) available(s *slot, now int64) int64 {
+	switch l.Algorithm {
+	case TokenBucket:
+		tu, _ := l.units()
+		return s.tok / tu
+	case SlidingWindow:
+		return max(0, l.Requests-s.cur-l.weighted(s.prev, now-s.win))
+	default:
+		return max(0, l.Requests-s.cur)
+	}
+}
+
+// weighted is the previous window's count p weighted by the share of it still
+// inside the sliding window, e ms into the current one, rounded up.
+func (l Limit) weighted(p, e int64) int64 {
+	return ceilDiv(p*(l.Window-e), l.Window)
+}
+
+// debit takes n tokens; n never exceeds available.
+func (l Limit) debit(s *slot, n int64) {
+	if l.Algorithm == TokenBucket {
+		tu, _ := l.units()
+		s.tok -= n * tu
+		return
+	}
+	s.cur += n
+}
+
+// refund gives back n tokens taken at takenAt. The bucket is capped at its
+// capacity; a window count is only lowered when the tokens were taken in the
+// window that still holds them.
+func (l Limit) refund(s *slot, n, takenAt int64) {
+	switch l.Algorithm {
+	case TokenBucket:
+		tu, _ := l.units()
+		capU := l.Capacity() * tu
+		s.tok = min(capU, s.tok+min(n, l.Capacity())*tu)
+		return
+	}
+	tw := takenAt - takenAt%l.Window
+	switch {
+	case tw == s.win:
+		s.cur = max(0, s.cur-n)
+	case tw+l.Window == s.win && l.Algorithm == SlidingWindow:
+		s.prev = max(0, s.prev-n)
+	}
+}
+
+// retryAfter is the time in ms until l could grant need tokens if nothing else
+// took any: 0 when it can now, Never when need exceeds its capacity.
+func (l Limit) retryAfter(s *slot, now, need int64) int64 {
+	if need > l.Capacity() {
+		return Never
+	}
+	if l.available(s, now) >= need {
+		return 0
+	}
+	switch l.Algorithm {
+	case TokenBucket:
+		tu, rate := l.units()
+		return ceilDiv(need*tu-s.tok, rate)
+	case SlidingWindow:
+		e := now - s.win
+		// Within this window: the smallest x ≥ e with
+		// ⌈prev·(W−x)/W⌉ ≤ m, that is x ≥ W − ⌊m·W/prev⌋.
+		if m := l.Requests - s.cur - need; m >= 0 {
+			return l.Window - m*l.Window/s.prev - e
+		}
+		// Next window: cur becomes prev and the count starts at 0.
+		wait := l.Window - e
+		if s.cur > 0 {
+			wait += max(0, l.Window-(l.Requests-need)*l.Window/s.cur)
+		}
+		return wait
+	default:
+		return l.Window - (now - s.win)
+	}
+}
+
+// resetAfter is the time in ms until the bucket is full, or the window ends.
+func (l Limit) resetAfter(s *slot, now int64) int64 {
+	if l.Algorithm == TokenBucket {
+		tu, rate := l.units()
+		return ceilDiv(l.Capacity()*tu-s.tok, rate)
+	}
+	return l.Window - (now - s.win)
+}
+
+// take decides a take of want tokens, at least need, for all limits of a key
+// at once, and updates their slots: every limit is debited the same grant, or
+// none is. slots holds at least len(limits) entries.
+func take(limits []Limit, slots []slot, now, want, need int64) Result {
+	res := Result{Granted: want, Now: now}
+	for i, l := range limits {
+		l.advance(&slots[i], now)
+		res.Granted = min(res.Granted, l.available(&slots[i], l.effective(&slots[i], now)))
+	}
+	if res.Granted < need {
+		res.Granted = 0
+		for i, l := range limits {
+			r := l.retryAfter(&slots[i], l.effective(&slots[i], now), need)
+			if r == Never || res.RetryAfter == Never {
+				res.RetryAfter = Never
+			} else {
+				res.RetryAfter = max(res.RetryAfter, r)
+			}
+		}
+	}
+	res.Remaining = -1
+	for i, l := range limits {
+		if res.Granted > 0 {
+			l.debit(&slots[i], res.Granted)
+		}
+		if a := l.available(&slots[i], l.effective(&slots[i], now)); res.Remaining < 0 || a < res.Remaining {
+			res.Remaining, res.Limiting = a, i
+		}
+	}
+	lim, s := limits[res.Limiting], &slots[res.Limiting]
+	res.ResetAfter = lim.resetAfter(s, lim.effective(s, now))
+	return res
+}
+
+// giveBack returns n tokens taken at takenAt (≤ 0: now) to every limit.
+func giveBack(limits []Limit, slots []slot, now, n, takenAt int64) {
+	for i, l := range limits {
+		l.advance(&slots[i], now)
+		at := takenAt
+		if at <= 0 {
+			at = l.effective(&slots[i], now)
+		}
+		l.refund(&slots[i], n, at)
+	}
+}

@@ -1,0 +1,254 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/rlctl/rlctl/internal/redistest"
+)
+
+const (
+	second = int64(1000)
+	day    = 86400 * second
+	year   = 365 * day
+)
+
+// step is one take: at time t, want tokens with at least min; the rest is the
+// expected result.
+type step struct {
+	t, want, min           int64
+	granted, remain, retry int64
+}
+
+type stepCase struct {
+	name   string
+	limits []Limit
+	steps  []step
+}
+
+var stepCases = []stepCase{
+	{
+		name:   "token bucket 10 per 1s",
+		limits: []Limit{{Algorithm: TokenBucket, Requests: 10, Window: second}},
+		steps: []step{
+			{t: 1000, want: 10, granted: 10, remain: 0},
+			{t: 1000, want: 1, retry: 100},             // zero elapsed
+			{t: 1050, want: 1, retry: 50},              // half a token
+			{t: 1100, want: 1, granted: 1},             // exactly one token
+			{t: 900, want: 1, retry: 100},              // clock backwards: no refill
+			{t: 1200, want: 3, min: 1, granted: 1},     // partial grant
+			{t: 1200, want: 11, retry: Never},          // cost > capacity
+			{t: 1200 + 50*year, want: 10, granted: 10}, // years of elapsed time
+			{t: 1200 + 50*year + 250, want: 4, min: 2, granted: 2, remain: 0},
+		},
+	},
+	{
+		name:   "token bucket 3 per 7s burst 5",
+		limits: []Limit{{Algorithm: TokenBucket, Requests: 3, Window: 7 * second, Burst: 5}},
+		steps: []step{
+			// A token is 7000 units, the bucket gains 3 units per ms.
+			{t: 1, want: 5, granted: 5},
+			{t: 2334, want: 1, retry: 1},    // 2333 ms · 3 = 6999 units
+			{t: 2335, want: 1, granted: 1},  // 7002 units
+			{t: 2335, want: 2, retry: 4666}, // need 14000 − 2 units
+			{t: 1e6, want: 6, min: 5, granted: 5},
+		},
+	},
+	{
+		name:   "token bucket at the edge of the exact range",
+		limits: []Limit{{Algorithm: TokenBucket, Requests: 1, Window: 1, Burst: 1<<52 - 1}},
+		steps: []step{
+			{t: 1, want: 1<<52 - 1, granted: 1<<52 - 1},
+			{t: 2, want: 2, retry: 1},
+			{t: MaxExact, want: MaxExact, min: 1, granted: 1<<52 - 1},
+			{t: MaxExact, want: 1 << 52, retry: Never},
+		},
+	},
+	{
+		name:   "sliding window 10 per 1s",
+		limits: []Limit{{Algorithm: SlidingWindow, Requests: 10, Window: second}},
+		steps: []step{
+			{t: 0 + 1, want: 10, granted: 10},
+			// Next window: the 10 weigh ⌈10·(1000−x)/1000⌉ ≤ 9 from x = 100.
+			{t: 500, want: 1, retry: 600},
+			{t: 1100, want: 1, granted: 1},
+			// ⌈10·(1000−x)/1000⌉ ≤ 8 from x = 200.
+			{t: 1100, want: 1, retry: 100},
+			{t: 1100, want: 11, retry: Never},
+			{t: 1999, want: 9, min: 1, granted: 8},
+			{t: 1500, want: 1, retry: 500},   // clock backwards: prev weighs more, never less
+			{t: 3000, want: 10, granted: 10}, // two windows later: all reset
+			{t: 3000 + 50*year, want: 10, granted: 10},
+		},
+	},
+	{
+		name:   "sliding window 1000 per 365d",
+		limits: []Limit{{Algorithm: SlidingWindow, Requests: 1000, Window: year}},
+		steps: []step{
+			{t: year / 2, want: 1000, granted: 1000},
+			// Next year the 1000 weigh ⌈1000·(W−x)/W⌉ ≤ 999 from x = W/1000.
+			{t: year + 1, want: 1, retry: year/1000 - 1},
+			{t: year + year/1000, want: 2, min: 1, granted: 1},
+		},
+	},
+	{
+		name:   "fixed window 10 per 1s",
+		limits: []Limit{{Algorithm: FixedWindow, Requests: 10, Window: second}},
+		steps: []step{
+			{t: 1500, want: 10, granted: 10},
+			{t: 1999, want: 1, retry: 1},
+			{t: 1200, want: 1, retry: 800}, // clock backwards: same window
+			{t: 2000, want: 4, granted: 4, remain: 6},
+			{t: 2000, want: 7, retry: 1000}, // 4 + 7 > 10 is over
+			{t: 2000, want: 6, granted: 6},
+			{t: 2000, want: 11, retry: Never},
+		},
+	},
+	{
+		name:   "fixed window 2 per 365d",
+		limits: []Limit{{Algorithm: FixedWindow, Requests: 2, Window: year}},
+		steps: []step{
+			{t: 10, want: 2, granted: 2},
+			{t: year - 1, want: 1, retry: 1},
+			{t: year, want: 1, granted: 1, remain: 1},
+		},
+	},
+	{
+		name: "burst and sustained on one key",
+		limits: []Limit{
+			{Algorithm: TokenBucket, Requests: 5, Window: second},
+			{Algorithm: FixedWindow, Requests: 8, Window: 10 * second},
+		},
+		steps: []step{
+			{t: 10000, want: 5, granted: 5, remain: 0},
+			{t: 11000, want: 5, min: 1, granted: 3, remain: 0}, // window has 3 left
+			{t: 12000, want: 1, retry: 8000},                   // bucket full, window over
+			{t: 20000, want: 5, granted: 5},                    // neither limit debited above
+			{t: 20000, want: 4, min: 1, retry: 200},
+		},
+	},
+}
+
+func TestStepsMemory(t *testing.T) {
+	for _, c := range stepCases {
+		t.Run(c.name, func(t *testing.T) { runSteps(t, NewMemory(nil), c) })
+	}
+}
+
+func TestStepsRedis(t *testing.T) {
+	store := NewRedis(redistest.Start(t).Client())
+	for _, c := range stepCases {
+		t.Run(c.name, func(t *testing.T) { runSteps(t, store, c) })
+	}
+}
+
+func runSteps(t *testing.T, s Store, c stepCase) {
+	ctx := context.Background()
+	key := Key("steps", c.name)
+	for i, st := range c.steps {
+		got, err := s.Take(ctx, TakeRequest{Key: key, Limits: c.limits, Want: st.want, Min: st.min, Now: st.t})
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got.Granted != st.granted || got.RetryAfter != st.retry {
+			t.Errorf("step %d: t=%d want=%d min=%d: got granted %d retry %d, want granted %d retry %d",
+				i, st.t, st.want, st.min, got.Granted, got.RetryAfter, st.granted, st.retry)
+		}
+		if st.remain != 0 && got.Remaining != st.remain {
+			t.Errorf("step %d: got remaining %d, want %d", i, got.Remaining, st.remain)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		l       Limit
+		inexact bool
+		bad     bool
+	}{
+		{l: Limit{Requests: 100, Window: 60 * second}},
+		{l: Limit{Requests: 1, Window: 1, Burst: 1<<52 - 1}},
+		{l: Limit{Requests: 1, Window: 1, Burst: 1 << 52}, inexact: true},
+		{l: Limit{Requests: 3, Window: 1, Burst: 1<<52 - 2}},
+		{l: Limit{Requests: 3, Window: 1, Burst: 1<<52 - 1}, inexact: true},
+		{l: Limit{Requests: 1 << 52, Window: 1}, inexact: true},
+		{l: Limit{Requests: 1e9, Window: year, Burst: 1e9}},
+		{l: Limit{Requests: 7, Window: year, Burst: 1 << 17}},
+		{l: Limit{Requests: 7, Window: year, Burst: 1 << 18}, inexact: true},
+		{l: Limit{Algorithm: SlidingWindow, Requests: 285_000, Window: year}},
+		{l: Limit{Algorithm: SlidingWindow, Requests: 286_000, Window: year}, inexact: true},
+		{l: Limit{Algorithm: FixedWindow, Requests: MaxExact/2 - 1, Window: 2}},
+		{l: Limit{Algorithm: FixedWindow, Requests: MaxExact / 2, Window: 2}, inexact: true},
+		{l: Limit{Requests: 0, Window: 1}, bad: true},
+		{l: Limit{Requests: 1, Window: 0}, bad: true},
+		{l: Limit{Requests: 1, Window: 1, Burst: -1}, bad: true},
+		{l: Limit{Algorithm: 9, Requests: 1, Window: 1}, inexact: true},
+	}
+	for i, tt := range tests {
+		err := tt.l.Validate()
+		if got := errors.Is(err, ErrInexact); got != tt.inexact {
+			t.Errorf("step %d: %+v: got %v, want inexact %v", i, tt.l, err, tt.inexact)
+		}
+		if got := err != nil && !errors.Is(err, ErrInexact); got != tt.bad {
+			t.Errorf("step %d: %+v: got %v, want bad %v", i, tt.l, err, tt.bad)
+		}
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	ok := []Limit{{Requests: 1, Window: 1}}
+	tests := []TakeRequest{
+		{Key: "k", Want: 1, Now: 1},
+		{Key: "k", Limits: ok, Want: 0, Now: 1},
+		{Key: "k", Limits: ok, Want: 1, Min: 2, Now: 1},
+		{Key: "k", Limits: ok, Want: 1, Min: -1, Now: 1},
+		{Key: "k", Limits: ok, Want: 1, Now: MaxExact + 1},
+		{Key: "k", Limits: []Limit{{Requests: 1}}, Want: 1, Now: 1},
+	}
+	m := NewMemory(nil)
+	for i, r := range tests {
+		if _, err := m.Take(context.Background(), r); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("step %d: got %v, want ErrBadRequest", i, err)
+		}
+	}
+	if _, err := m.Take(context.Background(), TakeRequest{Key: "k", Limits: ok, Want: 1}); !errors.Is(err, ErrNoClock) {
+		t.Errorf("no clock: got %v, want ErrNoClock", err)
+	}
+}
+
+func TestReturn(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(nil)
+	tb := []Limit{{Requests: 10, Window: second}}
+	sw := []Limit{{Algorithm: SlidingWindow, Requests: 10, Window: second}}
+	steps := []struct {
+		limits         []Limit
+		ret, takenAt   int64 // tokens returned before the take, and when taken
+		t, want, grant int64
+	}{
+		{limits: tb, t: 1000, want: 10, grant: 10},
+		{limits: tb, ret: 4, t: 1000, want: 10, grant: 4},
+		{limits: tb, ret: 100, t: 1000, want: 11, grant: 10}, // capped at capacity
+		{limits: sw, t: 1000, want: 10, grant: 10},
+		{limits: sw, ret: 3, takenAt: 1000, t: 1500, want: 10, grant: 3},
+		// Taken in the previous window: lowers its weight.
+		{limits: sw, ret: 10, takenAt: 1500, t: 2000, want: 10, grant: 10},
+		// Taken two windows ago: nothing to lower.
+		{limits: sw, ret: 10, takenAt: 1, t: 2000, want: 1, grant: 0},
+	}
+	for i, st := range steps {
+		if st.ret > 0 {
+			if err := m.Return(ctx, ReturnRequest{Key: "k" + st.limits[0].Algorithm.String(), Limits: st.limits, N: st.ret, TakenAt: st.takenAt, Now: st.t}); err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		}
+		got, err := m.Take(ctx, TakeRequest{Key: "k" + st.limits[0].Algorithm.String(), Limits: st.limits, Want: st.want, Min: 1, Now: st.t})
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got.Granted != st.grant {
+			t.Errorf("step %d: got granted %d, want %d", i, got.Granted, st.grant)
+		}
+	}
+}

@@ -1,0 +1,306 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// virtual is a discrete-event clock: the Clock and Dispatcher a simulator
+// gives a LeaseManager. Dispatched work runs latency ms after it was
+// dispatched, when the simulation reaches that instant.
+type virtual struct {
+	now     int64
+	latency int64
+	seq     int64
+	events  eventQueue
+}
+
+type event struct {
+	at, seq int64
+	fn      func(context.Context)
+}
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func (v *virtual) Now() int64 { return v.now }
+
+func (v *virtual) Go(fn func(context.Context)) {
+	v.seq++
+	heap.Push(&v.events, event{at: v.now + v.latency, seq: v.seq, fn: fn})
+}
+
+// advance runs every event due up to t, in time order, then sets the clock to t.
+func (v *virtual) advance(t int64) {
+	for len(v.events) > 0 && v.events[0].at <= t {
+		e := heap.Pop(&v.events).(event)
+		v.now = max(v.now, e.at)
+		e.fn(context.Background())
+	}
+	v.now = max(v.now, t)
+}
+
+// drain runs every pending event.
+func (v *virtual) drain() {
+	for len(v.events) > 0 {
+		v.advance(v.events[0].at)
+	}
+}
+
+func newTestManager(t testing.TB, store Store, v *virtual, cfg LeaseConfig) *LeaseManager {
+	cfg.Store, cfg.Clock, cfg.Dispatcher = store, v, v
+	m, err := NewLeaseManager(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestLeaseSteps(t *testing.T) {
+	ctx := context.Background()
+	limits := []Limit{{Requests: 10, Window: second}} // a token per 100 ms
+	store := NewMemory(nil)
+	v := &virtual{now: 1000, latency: 2}
+	m := newTestManager(t, store, v, LeaseConfig{MinLease: 4, MaxLease: 8, TTL: 5000})
+	type row struct {
+		t, cost int64
+		ok      bool
+		local   bool
+		retry   int64
+		fetches int64 // store takes so far
+	}
+	rows := []row{
+		{t: 1000, cost: 1, ok: true, fetches: 1},              // synchronous take of B = 4: balance 3
+		{t: 1000, cost: 2, ok: true, local: true, fetches: 1}, // balance 1
+		{t: 1001, cost: 1, ok: true, local: true, fetches: 2}, // balance 0 < low water: prefetch lands at 1003
+		{t: 1002, cost: 3, ok: true, fetches: 3},              // short: synchronous take of B = 6
+		// The prefetch landed at 1003 and was denied: blocked until 1100.
+		{t: 1004, cost: 11, local: true, retry: Never, fetches: 3}, // cost > capacity
+		{t: 1004, cost: 5, local: true, retry: 96, fetches: 3},     // short-circuit
+		{t: 1004, cost: 3, ok: true, local: true, fetches: 3},      // the lease is still spent; no prefetch while blocked
+		{t: 1100, cost: 1, ok: true, fetches: 4},                   // one token refilled
+		{t: 1100, cost: 1, retry: 100, fetches: 5},                 // denied by the store
+		{t: 1150, cost: 1, local: true, retry: 50, fetches: 5},     // short-circuit
+	}
+	for i, r := range rows {
+		v.advance(r.t)
+		d, err := m.Take(ctx, "k", limits, r.cost)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if d.OK != r.ok || d.Local != r.local || d.RetryAfter != r.retry {
+			t.Errorf("step %d: t=%d cost=%d: got ok %v local %v retry %d, want ok %v local %v retry %d",
+				i, r.t, r.cost, d.OK, d.Local, d.RetryAfter, r.ok, r.local, r.retry)
+		}
+		if got := m.Stats().Fetches; got != r.fetches {
+			t.Errorf("step %d: got %d fetches, want %d", i, got, r.fetches)
+		}
+	}
+	if got := m.Stats().ShortCircuits; got != 2 {
+		t.Errorf("got %d short-circuits, want 2", got)
+	}
+}
+
+func TestLeaseReturnsOnExpiryAndClose(t *testing.T) {
+	ctx := context.Background()
+	limits := []Limit{{Requests: 100, Window: 100 * second}} // a token per second
+	store := NewMemory(nil)
+	v := &virtual{now: 1000}
+	m := newTestManager(t, store, v, LeaseConfig{MinLease: 50, MaxLease: 50, TTL: 500})
+	if d, err := m.Take(ctx, "k", limits, 1); err != nil || !d.OK {
+		t.Fatalf("take: %+v %v", d, err)
+	}
+	if got := m.Stranded(); got != 49 {
+		t.Fatalf("stranded %d, want 49", got)
+	}
+	bucket := func() int64 {
+		r, err := store.Take(ctx, TakeRequest{Key: "k", Limits: limits, Want: 1000, Min: 1, Now: v.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = store.Return(ctx, ReturnRequest{Key: "k", Limits: limits, N: r.Granted, TakenAt: r.Now, Now: v.now})
+		return r.Granted
+	}
+	if got := bucket(); got != 50 {
+		t.Errorf("bucket holds %d, want 50", got)
+	}
+	v.advance(1499)
+	_ = m.Sweep(ctx) // not yet expired
+	if got := m.Stranded(); got != 49 {
+		t.Errorf("before expiry: stranded %d, want 49", got)
+	}
+	v.advance(1500)
+	if err := m.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := bucket(), int64(99); got != want {
+		t.Errorf("after expiry: bucket holds %d, want %d", got, want)
+	}
+	if d, _ := m.Take(ctx, "k", limits, 1); !d.OK {
+		t.Fatal("take after expiry denied")
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Stranded(); got != 0 {
+		t.Errorf("after close: stranded %d, want 0", got)
+	}
+	if got := bucket(); got != 98 { // one more spent
+		t.Errorf("after close: bucket holds %d, want 98", got)
+	}
+	if _, err := m.Take(ctx, "k", limits, 1); err == nil {
+		t.Error("take after close: no error")
+	}
+}
+
+func TestLeaseSizeAdapts(t *testing.T) {
+	ctx := context.Background()
+	limits := []Limit{{Requests: 1e6, Window: second}}
+	v := &virtual{now: 1}
+	m := newTestManager(t, NewMemory(nil), v, LeaseConfig{MinLease: 5, MaxLease: 500, Lookahead: 250})
+	size := func() int64 {
+		l, _ := m.leases.Load("k")
+		l.(*lease).mu.Lock()
+		defer l.(*lease).mu.Unlock()
+		return l.(*lease).size
+	}
+	// 1000 requests per second for 5 s: B tends to 1/ms · 250 ms = 250.
+	for range 5000 {
+		v.advance(v.now + 1)
+		if _, err := m.Take(ctx, "k", limits, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := size(); got < 200 || got > 300 {
+		t.Errorf("at 1000 qps: B = %d, want about 250", got)
+	}
+	// Traffic falls to one request per second: B decays to the minimum.
+	for range 20 {
+		v.advance(v.now + 1000)
+		if _, err := m.Take(ctx, "k", limits, 1); err != nil {
+			t.Fatal(err)
+		}
+		_ = m.Sweep(ctx)
+	}
+	if got := size(); got > 10 {
+		t.Errorf("at 1 qps: B = %d, want about 5", got)
+	}
+}
+
+// TestLeaseProperties runs N lease holders sharing one bucket over random
+// schedules and checks, at every instant:
+//
+//   - the holders never admit more than the ideal bucket can release since it
+//     was created: capacity + refill (leasing debits before it spends);
+//   - nor, over any interval, more than capacity + N × MaxLease + refill: the
+//     drift is the tokens stranded at the interval's start;
+//   - nor more than an ideal single bucket fed the same requests whose
+//     capacity is enlarged by that drift, N × MaxLease;
+//   - stranded tokens never exceed N × MaxLease.
+//
+// (Against an ideal bucket of the same capacity the holders can admit more:
+// tokens held locally let the shared bucket refill instead of overflowing,
+// and across idle/burst cycles that gain accumulates, by at most N × MaxLease
+// per interval.)
+func TestLeaseProperties(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5, 8, 16, 32, 64} {
+		for seed := range uint64(4) {
+			t.Run(fmt.Sprintf("N=%d/seed=%d", n, seed), func(t *testing.T) { leaseProperty(t, n, seed) })
+		}
+	}
+}
+
+func leaseProperty(t *testing.T, n int, seed uint64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, uint64(n)))
+	lim := Limit{Requests: 50 + rng.Int64N(2000), Window: second, Burst: 1 + rng.Int64N(500)}
+	limits := []Limit{lim}
+	v := &virtual{now: 1_000_000, latency: rng.Int64N(6)}
+	store, ideal := NewMemory(nil), NewMemory(nil)
+	maxLease := 1 + rng.Int64N(100)
+	drift := int64(n) * maxLease
+	idealLimits := []Limit{{Requests: lim.Requests, Window: lim.Window, Burst: lim.Capacity() + drift}}
+	ms := make([]*LeaseManager, n)
+	for i := range ms {
+		ms[i] = newTestManager(t, store, v, LeaseConfig{
+			MinLease: 1 + rng.Int64N(maxLease), MaxLease: maxLease,
+			Lookahead: 1 + rng.Int64N(500), TTL: 1 + rng.Int64N(3000),
+		})
+	}
+	start := v.now
+	// Offered load swings between a trickle and several times the rate.
+	var admitted, idealAdmitted int64
+	type point struct{ t, admitted int64 }
+	history := []point{{start, 0}}
+	for step := range 20_000 {
+		gap := rng.Int64N(1 + 3*lim.Window/lim.Requests)
+		if step%2000 < 500 {
+			gap = rng.Int64N(50)
+		}
+		v.advance(v.now + gap)
+		if rng.IntN(50) == 0 {
+			for _, m := range ms {
+				_ = m.Sweep(ctx)
+			}
+		}
+		cost := 1 + rng.Int64N(3)
+		d, err := ms[rng.IntN(n)].Take(ctx, "k", limits, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.OK {
+			admitted += cost
+		}
+		r, err := ideal.Take(ctx, TakeRequest{Key: "k", Limits: idealLimits, Want: cost, Now: v.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		idealAdmitted += r.Granted
+
+		var stranded int64
+		for _, m := range ms {
+			stranded += m.Stranded()
+		}
+		history = append(history, point{v.now, admitted})
+		from := history[rng.IntN(len(history))]
+		envelope := lim.Capacity() + (v.now-start)*lim.Requests/lim.Window
+		window := lim.Capacity() + drift + (v.now-from.t)*lim.Requests/lim.Window
+		switch {
+		case admitted > envelope:
+			t.Fatalf("step %d: admitted %d > capacity + refill %d", step, admitted, envelope)
+		case admitted-from.admitted > window:
+			t.Fatalf("step %d: admitted %d since %d > capacity + N×B + refill %d", step, admitted-from.admitted, from.t, window)
+		case admitted > idealAdmitted:
+			t.Fatalf("step %d: admitted %d > ideal with capacity + N×B %d", step, admitted, idealAdmitted)
+		case stranded > drift:
+			t.Fatalf("step %d: stranded %d > N×B %d", step, stranded, drift)
+		}
+	}
+	for _, m := range ms {
+		if err := m.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v.drain()
+	for i, m := range ms {
+		if s := m.Stranded(); s != 0 {
+			t.Errorf("holder %d: %d tokens stranded after Close", i, s)
+		}
+	}
+	t.Logf("admitted %d, ideal %d", admitted, idealAdmitted)
+}

@@ -1,0 +1,147 @@
+-- Shared arithmetic of take.lua and return.lua: a line-for-line port of
+-- engine/algorithm.go. Numbers are doubles; every value stays an integer
+-- below 2^53 (engine.Limit.Validate), and division is corrected so that
+-- it is exact floor division.
+local MAXEXACT = 9007199254740991
+local NEVER = -1
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+local function ceildiv(a, b)
+  return idiv(a + b - 1, b)
+end
+
+local function mod(a, b)
+  return a - idiv(a, b) * b
+end
+
+local function clamp(v, lo, hi)
+  if v < lo then return lo end
+  if v > hi then return hi end
+  return v
+end
+
+-- now returns the request's time, or Redis's own clock when it is 0 or less.
+local function clock(arg)
+  local now = tonumber(arg)
+  if now > 0 then return now end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + idiv(tonumber(t[2]), 1000)
+end
+
+-- limits parses the limits from ARGV starting after index base: per limit
+-- algorithm, requests, window, capacity, token units, rate.
+local function limits(n, base)
+  local ls = {}
+  for i = 1, n do
+    local b = base + (i - 1) * 6
+    local s = tostring(i - 1)
+    ls[i] = {
+      algo = tonumber(ARGV[b + 1]), req = tonumber(ARGV[b + 2]), win = tonumber(ARGV[b + 3]),
+      cap = tonumber(ARGV[b + 4]), tu = tonumber(ARGV[b + 5]), rate = tonumber(ARGV[b + 6]),
+      f = {'tok' .. s, 'ts' .. s, 'win' .. s, 'cur' .. s, 'prev' .. s},
+    }
+  end
+  return ls
+end
+
+-- load reads every limit's fields with one HMGET; a missing field is nil.
+local function load(key, ls)
+  local fields = {}
+  for _, l in ipairs(ls) do
+    for _, f in ipairs(l.f) do fields[#fields + 1] = f end
+  end
+  local vals = redis.call('HMGET', key, unpack(fields))
+  local sts = {}
+  for i = 1, #ls do
+    local b = (i - 1) * 5
+    local function num(j)
+      local v = vals[b + j]
+      if v then return tonumber(v) end
+      return nil
+    end
+    sts[i] = {tok = num(1), ts = num(2), win = num(3), cur = num(4), prev = num(5)}
+  end
+  return sts
+end
+
+-- save writes back the fields each limit's algorithm owns and renews the TTL.
+local function save(key, ls, sts, ttl)
+  local args = {}
+  local function put(f, v)
+    args[#args + 1] = f
+    args[#args + 1] = string.format('%d', v)
+  end
+  for i, l in ipairs(ls) do
+    local s = sts[i]
+    if l.algo == 0 then
+      put(l.f[1], s.tok); put(l.f[2], s.ts)
+    else
+      put(l.f[3], s.win); put(l.f[4], s.cur)
+      if l.algo == 1 then put(l.f[5], s.prev) end
+    end
+  end
+  redis.call('HSET', key, unpack(args))
+  redis.call('PEXPIRE', key, ttl)
+end
+
+local function advance(l, s, now)
+  if l.algo == 0 then
+    local capU = l.cap * l.tu
+    if s.tok == nil or s.ts == nil then
+      s.tok, s.ts = capU, now
+      return
+    end
+    s.tok = clamp(s.tok, 0, capU)
+    s.ts = clamp(s.ts, 0, MAXEXACT)
+    if now <= s.ts then return end
+    local elapsed = math.min(now - s.ts, ceildiv(capU, l.rate))
+    s.tok = math.min(capU, s.tok + elapsed * l.rate)
+    s.ts = now
+    return
+  end
+  local sliding = l.algo == 1
+  local start = now - mod(now, l.win)
+  if s.win == nil or s.cur == nil or (sliding and s.prev == nil) then
+    s.win, s.cur = start, 0
+    if sliding then s.prev = 0 end
+    return
+  end
+  s.cur = clamp(s.cur, 0, l.req)
+  s.win = clamp(s.win, 0, MAXEXACT)
+  if sliding then s.prev = clamp(s.prev, 0, l.req) end
+  if now < s.win then
+    now = s.win
+    start = now - mod(now, l.win)
+  end
+  if start == s.win then
+    return
+  elseif start == s.win + l.win and sliding then
+    s.prev, s.cur, s.win = s.cur, 0, start
+  else
+    s.cur, s.win = 0, start
+    if sliding then s.prev = 0 end
+  end
+end
+
+local function effective(l, s, now)
+  if l.algo == 0 then return s.ts end
+  return math.max(now, s.win)
+end
+
+local function available(l, s, now)
+  if l.algo == 0 then return idiv(s.tok, l.tu) end
+  if l.algo == 1 then
+    local w = ceildiv(s.prev * (l.win - (now - s.win)), l.win)
+    return math.max(0, l.req - s.cur - w)
+  end
+  return math.max(0, l.req - s.cur)
+end

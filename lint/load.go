@@ -1,0 +1,98 @@
+package lint
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/rlctl/rlctl/finding"
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
+)
+
+// Run loads the policy repository made of paths (see schema.Load) and lints it. A policy that
+// does not load gives its problems as RL000 findings and no model findings. The error is a tool
+// error only, such as a path that does not exist (wrapping fs.ErrNotExist) or a directory without
+// policy files (wrapping schema.ErrNoPolicies).
+func Run(paths ...string) ([]finding.Finding, error) {
+	m, err := schema.Load(paths...)
+	if err != nil {
+		var probs schema.Problems
+		if !errors.As(err, &probs) {
+			return nil, err
+		}
+		return ProblemFindings(probs), nil
+	}
+	return Lint(m), nil
+}
+
+// ProblemFindings turns the loader's problems into RL000 findings, sorted by position. The
+// message keeps the CUE path and names the problem's related positions.
+func ProblemFindings(probs schema.Problems) []finding.Finding {
+	out := make([]finding.Finding, 0, len(probs))
+	for _, p := range probs {
+		f := finding.Finding{ID: LoadID, Severity: finding.Error, Pos: p.Pos, Message: p.Message}
+		if p.Path != "" {
+			f.Message = p.Path + ": " + p.Message
+		}
+		var related []string
+		for _, q := range p.Related {
+			if q != (policy.Pos{}) {
+				related = append(related, q.String())
+			}
+		}
+		if len(related) > 0 {
+			f.Message += " (see " + strings.Join(related, ", ") + ")"
+		}
+		f.Domain, f.Rule = pathNames(p.Path)
+		out = append(out, f)
+	}
+	finding.Sort(out)
+	return out
+}
+
+// pathNames extracts the domain and rule names from a CUE path such as
+// domains.edge.rules.tenant.limits[0].
+func pathNames(path string) (domain, rule string) {
+	parts := splitPath(path)
+	if len(parts) >= 2 && parts[0] == "domains" {
+		domain = parts[1]
+		if len(parts) >= 4 && parts[2] == "rules" {
+			rule = parts[3]
+		}
+	}
+	return domain, rule
+}
+
+// splitPath splits a CUE path into its labels, unquoting quoted ones ("a.b") and dropping list
+// indexes.
+func splitPath(path string) []string {
+	var parts []string
+	var cur strings.Builder
+	quoted := false
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case c == '"':
+			quoted = !quoted
+		case c == '\\' && quoted && i+1 < len(path):
+			i++
+			cur.WriteByte(path[i])
+		case (c == '.' || c == '[') && !quoted:
+			if cur.Len() > 0 {
+				parts = append(parts, cur.String())
+				cur.Reset()
+			}
+			if c == '[' {
+				for i < len(path) && path[i] != ']' {
+					i++
+				}
+			}
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	if cur.Len() > 0 {
+		parts = append(parts, cur.String())
+	}
+	return parts
+}

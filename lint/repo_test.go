@@ -1,0 +1,184 @@
+package lint
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rlctl/rlctl/finding"
+	"github.com/rlctl/rlctl/schema"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+func TestGoodRepo(t *testing.T) {
+	fs, err := Run("testdata/good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 0 {
+		t.Fatalf("got %d findings, want none:\n%s", len(fs), lines(fs))
+	}
+}
+
+// TestBadRepos lints each repository under testdata/bad and compares the text output with its
+// want.txt (go test -update rewrites them). Each directory is named after the rule it breaks; the
+// rules the loader already enforces come out as RL000.
+func TestBadRepos(t *testing.T) {
+	wantID := map[string]string{
+		"RL000-schema":               "RL000",
+		"RL000-syntax":               "RL000",
+		"RL001-duplicate-match":      "RL000", // the loader rejects duplicate matches
+		"RL002-unreachable-rule":     "RL002",
+		"RL003-unknown-descriptor":   "RL003",
+		"RL004-exact-range":          "RL004",
+		"RL005-lease-bounds":         "RL000", // the loader rejects min > max
+		"RL006-lease-stranding":      "RL006",
+		"RL007-drift-over-tolerance": "RL007",
+		"RL008-fail-open-critical":   "RL008",
+		"RL009-fail-closed-reason":   "RL009",
+		"RL010-per-ip-nat":           "RL010",
+		"RL011-hot-key":              "RL011",
+		"RL012-store-timeout":        "RL012",
+		"RL013-canary-percent":       "RL000", // the schema requires a canary's percent
+		"RL014-stage-since":          "RL014",
+		"RL015-region-shares":        "RL015",
+	}
+	dirs, err := os.ReadDir("testdata/bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) != len(wantID) {
+		t.Errorf("got %d directories in testdata/bad, want %d", len(dirs), len(wantID))
+	}
+	for _, d := range dirs {
+		t.Run(d.Name(), func(t *testing.T) {
+			want, ok := wantID[d.Name()]
+			if !ok {
+				t.Fatalf("no expected ID for testdata/bad/%s", d.Name())
+			}
+			dir := filepath.Join("testdata", "bad", d.Name())
+			fs, err := Run(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fs) == 0 {
+				t.Errorf("got no findings, want %s", want)
+			}
+			for _, f := range fs {
+				if f.ID != want {
+					t.Errorf("got %s, want only %s findings", f, want)
+				}
+				if f.Pos.File == "" || f.Pos.Line == 0 || f.Pos.Col == 0 {
+					t.Errorf("got finding without file:line:col: %s", f)
+				}
+			}
+			var buf bytes.Buffer
+			if err := (finding.Text{}).Write(&buf, &finding.Report{Findings: fs}); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join(dir, "want.txt"), buf.Bytes())
+		})
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s: got\n%s\nwant\n%s", path, got, want)
+	}
+}
+
+func TestRunToolErrors(t *testing.T) {
+	if _, err := Run("testdata/missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing path: got %v, want fs.ErrNotExist", err)
+	}
+	if _, err := Run(t.TempDir()); !errors.Is(err, schema.ErrNoPolicies) {
+		t.Errorf("empty directory: got %v, want schema.ErrNoPolicies", err)
+	}
+}
+
+// writeRepo writes a policy repository of n rules, spread over files of 100 rules each, and
+// returns its directory. Every rule passes every check.
+func writeRepo(b *testing.B, n int) string {
+	dir := b.TempDir()
+	header := `package policies
+
+domains: bench: {
+	sources: {
+		tenant: {kind: "header", header: "x-tenant-id"}
+		route: {kind: "header", header: ":path"}
+		ip: {kind: "remote_address", mask: "subnet"}
+	}
+	defaults: {gateways: 10, lease: max: 20}
+`
+	var buf bytes.Buffer
+	for i := 0; i < n; i++ {
+		if i%100 == 0 {
+			buf.Reset()
+			buf.WriteString(header)
+		}
+		fmt.Fprintf(&buf, "\trules: r%05d: {\n\t\tmatch: [{key: \"tenant\", value: \"t%05d\"}, {key: \"route\", value: \"/v%d/*\"}]\n"+
+			"\t\tlimits: [{requests: %d, window: \"1m\"}, {requests: %d, window: \"1h\"}]\n\t\tstage: {name: \"shadow\", since: \"2025-03-01\"}\n\t}\n",
+			i, i/4, i%4, 10000+i, 100000+i)
+		if i%100 == 99 || i == n-1 {
+			buf.WriteString("}\n")
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("p%03d.cue", i/100)), buf.Bytes(), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
+// BenchmarkLint2000Rules loads and lints a generated repository of 2,000 rules.
+func BenchmarkLint2000Rules(b *testing.B) {
+	dir := writeRepo(b, 2000)
+	b.ReportAllocs()
+	for b.Loop() {
+		fs, err := Run(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(fs) != 0 {
+			b.Fatalf("got %d findings, want none: %s", len(fs), fs[0])
+		}
+	}
+}
+
+// BenchmarkLintOnly2000Rules lints the compiled model of the same repository, without loading.
+func BenchmarkLintOnly2000Rules(b *testing.B) {
+	m, err := schema.Load(writeRepo(b, 2000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Lint(m)
+	}
+}
+
+// BenchmarkLintPolicies loads and lints the example repository.
+func BenchmarkLintPolicies(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Run("../policies"); err != nil {
+			b.Skipf("../policies: %v", err)
+		}
+	}
+}

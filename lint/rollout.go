@@ -1,0 +1,53 @@
+package lint
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+// This file holds the checks of a rule's rollout: canary share (RL013), stage start dates (RL014)
+// and region shares (RL015).
+
+// checkCanaryPercent reports a canary stage without a share of instances to enforce on (RL013).
+func checkCanaryPercent(_ *policy.Domain, r *policy.Rule, e *emitter) {
+	st := r.Stage
+	if st.Name == policy.StageCanary && (st.CanaryPercent < 1 || st.CanaryPercent > 100) {
+		e.at(st.Pos, r, "canary stage has percent %d, want 1 to 100", st.CanaryPercent)
+	}
+}
+
+// checkStageSince reports a stage that will advance (shadow, soft, canary) without a valid start
+// date (RL014). Enforce is the last stage, and the loader's default when a rule names none; its
+// date is only informative.
+func checkStageSince(_ *policy.Domain, r *policy.Rule, e *emitter) {
+	st := r.Stage
+	if st.Name == policy.StageEnforce {
+		return
+	}
+	if st.Since == "" {
+		e.at(st.Pos, r, "stage %q has no start date (since)", st.Name)
+		return
+	}
+	if _, err := time.Parse(time.DateOnly, st.Since); err != nil {
+		e.at(st.Pos, r, "stage %q since %q is not a date YYYY-MM-DD", st.Name, st.Since)
+	}
+}
+
+// checkRegions reports region shares that do not sum to 100% (RL015).
+func checkRegions(_ *policy.Domain, r *policy.Rule, e *emitter) {
+	if len(r.Regions) == 0 {
+		return
+	}
+	sum := 0
+	parts := make([]string, len(r.Regions))
+	for i, rs := range r.Regions {
+		sum += rs.Percent
+		parts[i] = fmt.Sprintf("%s %d%%", rs.Region, rs.Percent)
+	}
+	if sum != 100 {
+		e.at(r.Pos, r, "region shares sum to %d%%, want 100%%: %s", sum, strings.Join(parts, " + "))
+	}
+}

@@ -1,0 +1,248 @@
+package lint
+
+import "github.com/rlctl/rlctl/finding"
+
+// LoadID is the ID of findings that say a policy does not load: a CUE syntax error, a schema
+// violation or a conflict.
+const LoadID = "RL000"
+
+// loadRule describes LoadID; Load produces its findings.
+var loadRule = finding.Rule{
+	ID: LoadID, Name: "cue", Severity: finding.Error,
+	Summary: "The policy does not load: a CUE syntax error, a schema violation or a conflict.",
+	Help: `rlctl loads every .cue file under the given paths, unifies them with the policy schema
+and compiles the result. Anything that stops that is reported here, at the position in your
+file: a syntax error, a field the schema does not know, a value of the wrong type or out of
+range, or two files that give one field different values.
+
+Fix: correct the file at the reported position. 'cue vet' shows the same errors.
+
+Example:
+
+    rules: tenant: limits: [{requests: -5, window: "1m"}]
+    // requests: must be a positive whole number below 2^53`,
+}
+
+// checks are the lint rules in ID order. IDs are public API: never renumber or reuse one.
+var checks = []check{
+	{finding.Rule{
+		ID: "RL001", Name: "duplicate-match", Severity: finding.Error,
+		Summary: "Two rules of a domain have the same match path, so they are one descriptor key.",
+		Help: `A rule's match path (its keys and values, outermost first) is the composite
+descriptor key the rate limit service looks up. Two rules with the same path in one domain
+collide: only one limit can apply, and which one depends on load order.
+
+Fix: merge the two rules (a rule may have several limits), or make their matches differ.
+
+Example:
+
+    rules: a: match: [{key: "tenant", value: "acme"}]
+    rules: b: match: [{key: "tenant", value: "acme"}]   // RL001: same as rule "a"`,
+	}, checkDuplicate},
+	{finding.Rule{
+		ID: "RL002", Name: "unreachable-rule", Severity: finding.Error,
+		Summary: "A rule is never selected: an earlier wildcard (or a catch-all) at the same level takes every entry it matches.",
+		Help: `Descriptor lookup follows envoyproxy/ratelimit: at each level it takes the child whose
+key and value match exactly, else the first wildcard (value ending in '*') in declaration order
+whose prefix the value has, else the key-only match; it never backtracks, and the descriptor's
+depth must equal the rule's. So a wildcard "ab*" declared after "a*" is never chosen, and a
+key-only match is never chosen when the same key has the wildcard "*".
+
+Fix: declare the more specific wildcard first, or drop the rule.
+
+Example:
+
+    rules: all:  match: [{key: "tenant", value: "*"}]
+    rules: anon: match: [{key: "tenant"}]        // RL002: "*" takes every tenant first`,
+	}, checkUnreachable},
+	{finding.Rule{
+		ID: "RL003", Name: "unknown-descriptor", Severity: finding.Error,
+		Summary: "A match key (or sub_shards attribute) no source produces, or a value its source never produces.",
+		Help: `Envoy builds descriptors from the domain's sources; a rule can only match entries a
+source produces. A key no source declares is usually a typo, and the rule never applies. For
+generic_key and path_match sources the value is fixed, and identity values start with a
+waterfall tier ("api_key:..."), so other values never match either.
+
+Fix: correct the key or value, or add the source.
+
+Example:
+
+    sources: tenant: {kind: "header", header: "x-tenant-id"}
+    rules: t: match: [{key: "tennant"}]          // RL003: no source produces "tennant"`,
+	}, perRule(checkUnknownDescriptor)},
+	{finding.Rule{
+		ID: "RL004", Name: "exact-range", Severity: finding.Error,
+		Summary: "A limit's arithmetic can leave the exact integer range of a Lua double (2^53).",
+		Help: `The engine runs the same integer arithmetic in Go and in Redis's Lua, where every
+number is a double: integers are exact only up to 2^53−1. A token bucket stores tokens in units
+(a token is window_ms/g units, g = gcd(requests, window_ms)), so its largest intermediate is
+2 × burst × window_ms / g + requests / g; a window's is (requests + 1) × window_ms. Above 2^53
+Go and Lua would disagree and limits would drift. The bound is engine.MaxExact, checked by
+engine.Limit.Validate.
+
+Fix: use a shorter window or a smaller burst, or pick requests and window with a large common
+divisor.
+
+Example:
+
+    limits: [{requests: 7, window: "365d", burst: 100000000}]   // RL004`,
+	}, perRule(checkExactRange)},
+	{finding.Rule{
+		ID: "RL005", Name: "lease-bounds", Severity: finding.Error,
+		Summary: "A rule's minimum lease is above its maximum lease.",
+		Help: `An enforcer leases B = clamp(min, observed_qps × lookahead, max) tokens at a time; with
+min above max the clamp has no valid value.
+
+Fix: make lease.min at most lease.max.
+
+Example:
+
+    lease: {min: 50, max: 20}                    // RL005`,
+	}, perRule(checkLeaseBounds)},
+	{finding.Rule{
+		ID: "RL006", Name: "lease-stranding", Severity: finding.Warning,
+		Summary: "gateways × max lease exceeds a limit's capacity, so idle gateways can strand the whole quota.",
+		Help: `Leased tokens are debited from the bucket before they are spent. Each gateway may hold
+up to lease.max unspent tokens until its lease expires; with gateways × lease.max above the
+limit's capacity (burst), a caller spread over many gateways can find the bucket empty while
+tokens sit idle elsewhere.
+
+Fix: lower lease.max to at most capacity / gateways, or raise the burst.
+
+Example:
+
+    gateways: 50
+    lease: max: 500
+    limits: [{requests: 10000, window: "1m"}]    // RL006: 25000 tokens > capacity 10000`,
+	}, perRule(checkStranding)},
+	{finding.Rule{
+		ID: "RL007", Name: "drift-over-tolerance", Severity: finding.Error,
+		Summary: "Worst-case over-admission from leasing (gateways × max lease / requests) exceeds the rule's drift tolerance.",
+		Help: `With N gateways each holding a lease of up to B tokens, a limit of R requests can
+briefly admit up to N × B more than R. The rule's drift_tolerance (default 2%) says how much is
+acceptable. The comparison is exact integer math in basis points.
+
+Fix: lower lease.max to at most tolerance × requests / gateways, or raise drift_tolerance if the
+over-admission is acceptable.
+
+Example:
+
+    gateways: 50
+    lease: max: 24
+    limits: [{requests: 50000, window: "1m"}]
+    // RL007: drift 2.40% over tolerance 2.00%: 50 gateways × lease max 24 / 50000 requests`,
+	}, perRule(checkDrift)},
+	{finding.Rule{
+		ID: "RL008", Name: "fail-open-critical", Severity: finding.Error,
+		Summary: "A fail-open rule selects a path the domain marks critical.",
+		Help: `While the store is unavailable a fail-open rule admits everything (up to its local
+fallback). On a path listed in the domain's critical_paths, such as payments, that is what an
+attacker waits for. The check looks at the rule's match entries on path_match sources and on a
+":path" header; rules that select no path are not reported.
+
+Fix: set failure: {mode: "closed", reason: "..."} on the rule.
+
+Example:
+
+    critical_paths: ["/v1/payments*"]
+    sources: payments: {kind: "path_match", value: "payments", prefix: "/v1/payments"}
+    rules: pay: {match: [{key: "payments"}], failure: mode: "open"}   // RL008`,
+	}, perRule(checkFailOpenCritical)},
+	{finding.Rule{
+		ID: "RL009", Name: "fail-closed-reason", Severity: finding.Warning,
+		Summary: "A fail-closed rule has no reason.",
+		Help: `A fail-closed rule rejects all of its traffic while the store is unavailable: a store
+outage becomes an outage of that API. That can be right (payments), but it should be a decision
+someone wrote down, so the on-call engineer knows why.
+
+Fix: add failure.reason, or fail open with a fallback bucket.
+
+Example:
+
+    failure: {mode: "closed", reason: "card testing: never admit unmetered"}`,
+	}, perRule(checkFailClosedReason)},
+	{finding.Rule{
+		ID: "RL010", Name: "per-ip-nat", Severity: finding.Warning,
+		Summary: "A per-IP limit without subnet aggregation: everyone behind one NAT shares it.",
+		Help: `Companies route thousands of employees through one NAT address, and mobile carriers put
+whole neighbourhoods behind a few (CGNAT). A limit keyed on the full remote address blocks all
+of them when one exceeds it, and does little against botnets that rotate addresses. The check
+reports rules that match any value of a remote_address source (or the identity waterfall's
+subnet tier) whose mask is "none".
+
+Fix: set mask: "subnet" (/24 for IPv4, /64 for IPv6), or key the rule on an identity source.
+
+Example:
+
+    sources: ip: {kind: "remote_address", mask: "none"}
+    rules: anon: match: [{key: "ip"}]            // RL010`,
+	}, perRule(checkNATTrap)},
+	{finding.Rule{
+		ID: "RL011", Name: "hot-key", Severity: finding.Warning,
+		Summary: "Expected peak QPS is over the domain's per-key budget and the rule has too few sub_shards.",
+		Help: `One rate-limit key lives on one Redis slot, served by one core. A key expected to take
+more QPS than the domain's gateway.per_key_qps_budget saturates that core, and latency rises for
+every key on the node. Sub-sharding splits the key into count shard keys, each with 1/count of
+the capacity.
+
+Fix: add sub_shards with count ≥ expected_peak_qps / per_key_qps_budget and an attribute that
+spreads callers (such as the client address).
+
+Example:
+
+    expected_peak_qps: 80000                     // budget 10000
+    sub_shards: {count: 8, attribute: "ip"}`,
+	}, perRule(checkHotKey)},
+	{finding.Rule{
+		ID: "RL012", Name: "store-timeout", Severity: finding.Error,
+		Summary: "A rule's store timeout is not below the gateway's RLS timeout.",
+		Help: `The enforcer waits at most store_timeout for the store, then applies the rule's failure
+mode. If the gateway's own timeout for the rate limit call (gateway.rls_timeout) is not longer,
+the gateway gives up first: the failure mode never applies and a slow store becomes gateway
+errors.
+
+Fix: make store_timeout clearly shorter than gateway.rls_timeout (default 5ms against 20ms).
+
+Example:
+
+    gateway: rls_timeout: "20ms"
+    store_timeout: "25ms"                        // RL012`,
+	}, perRule(checkStoreTimeout)},
+	{finding.Rule{
+		ID: "RL013", Name: "canary-percent", Severity: finding.Error,
+		Summary: "A canary stage has no percentage of enforcer instances to enforce on.",
+		Help: `The canary stage enforces on a share of enforcer instances and only warns on the rest;
+without a percentage it is unclear how much traffic sees 429s.
+
+Fix: set stage.percent from 1 to 100.
+
+Example:
+
+    stage: {name: "canary", percent: 5, since: "2025-03-01"}`,
+	}, perRule(checkCanaryPercent)},
+	{finding.Rule{
+		ID: "RL014", Name: "stage-since", Severity: finding.Warning,
+		Summary: "A rule in shadow, soft or canary has no start date.",
+		Help: `Rollout gates ("seven days in shadow, then soft") count from the date a stage began.
+Without stage.since, rlctl rollout cannot tell whether a rule is ready to advance, and reviewers
+cannot tell how long it has been running. Enforce, the last stage, is not checked.
+
+Fix: set stage.since to the date (YYYY-MM-DD) the stage began.
+
+Example:
+
+    stage: {name: "shadow", since: "2025-03-01"}`,
+	}, perRule(checkStageSince)},
+	{finding.Rule{
+		ID: "RL015", Name: "region-shares", Severity: finding.Error,
+		Summary: "A rule's region shares do not sum to 100%.",
+		Help: `A global quota is sliced across regions so each enforces its share locally. Shares that
+sum to less than 100% lose quota; more than 100% admit more than the limit.
+
+Fix: make the shares sum to exactly 100.
+
+Example:
+
+    regions: {"us-east": 60, "eu-central": 30, "us-west": 10}`,
+	}, perRule(checkRegions)},
+}

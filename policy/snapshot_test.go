@@ -1,0 +1,140 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSnapshotErrors(t *testing.T) {
+	m := &Model{Domains: []*Domain{{Name: "d", Rules: []*Rule{rule("r", exact("k", "v"))}}}}
+	var b bytes.Buffer
+	if err := WriteSnapshot(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	good := b.String()
+	tests := []struct {
+		name string
+		in   string
+		want error // nil: any error
+	}{
+		{"version", strings.Replace(good, `"schema_version": 1`, `"schema_version": 2`, 1), ErrSnapshotVersion},
+		{"tampered", strings.Replace(good, `"name": "r"`, `"name": "s"`, 1), ErrSnapshotHash},
+		{"unknown field", strings.Replace(good, `"schema_version": 1`, `"schema_version": 1, "extra": true`, 1), nil},
+		{"not json", "{", nil},
+		{"no model", `{"schema_version": 1, "content_hash": "x"}`, nil},
+	}
+	for _, tt := range tests {
+		_, err := ReadSnapshot(strings.NewReader(tt.in))
+		if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
+			t.Errorf("%s: got %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	if _, err := ReadSnapshot(strings.NewReader(good)); err != nil {
+		t.Errorf("good snapshot: %v", err)
+	}
+}
+
+// TestSnapshotRandomRoundTrip writes and reads random models: nothing may be lost.
+func TestSnapshotRandomRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 200; i++ {
+		m := randomModel(rng)
+		var b bytes.Buffer
+		if err := WriteSnapshot(&b, m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadSnapshot(&b)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Fatalf("step %d: round trip changed the model", i)
+		}
+	}
+}
+
+func randomModel(rng *rand.Rand) *Model {
+	str := func() string {
+		const chars = "abcxyz/*:-_.é\"\\\x00"
+		n := rng.Intn(6)
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			b.WriteString(string([]rune(chars)[rng.Intn(len([]rune(chars)))]))
+		}
+		return b.String()
+	}
+	i64 := func() int64 { return rng.Int63n(1 << 53) }
+	pos := func() Pos { return Pos{File: str(), Line: rng.Intn(1000), Col: rng.Intn(100)} }
+	strs := func() []string {
+		var ss []string
+		for i := rng.Intn(3); i > 0; i-- {
+			ss = append(ss, str())
+		}
+		return ss
+	}
+	m := &Model{}
+	for i := rng.Intn(3); i > 0; i-- {
+		d := &Domain{Name: str(), Pos: pos(), Gateway: Gateway{i64(), i64()}, CriticalPaths: strs()}
+		for j := rng.Intn(3); j > 0; j-- {
+			s := &Source{Key: str(), Kind: SourceKind(str()), Pos: pos(), Header: str(), Claim: str(),
+				MetadataNamespace: str(), MetadataKey: str(), Mask: Mask(str()), Value: str(),
+				PathExact: str(), PathPrefix: str()}
+			for k := rng.Intn(3); k > 0; k-- {
+				s.Waterfall = append(s.Waterfall, IdentityStep{IdentityTier(str()), str(), str()})
+			}
+			d.Sources = append(d.Sources, s)
+		}
+		for j := rng.Intn(4); j > 0; j-- {
+			r := &Rule{Name: str(), Pos: pos(), Stage: Stage{StageName(str()), rng.Intn(101), str(), pos()},
+				FailureMode: FailureMode(str()), FailureReason: str(), StoreTimeoutMs: i64(),
+				Lease: Lease{i64(), i64(), i64(), i64(), i64(), i64()}, Owner: str(),
+				ExpectedPeakQPS: i64(), Gateways: i64(), DriftToleranceBP: i64(), Legit: strs()}
+			for k := 1 + rng.Intn(3); k > 0; k-- {
+				r.Match = append(r.Match, Match{str(), str(), MatchKind(str()), pos()})
+			}
+			for k := 1 + rng.Intn(2); k > 0; k-- {
+				r.Limits = append(r.Limits, Limit{i64(), i64(), i64(), Algorithm(str()), i64(), pos()})
+			}
+			if rng.Intn(2) == 0 {
+				r.Fallback = &Rate{i64(), i64()}
+			}
+			if rng.Intn(2) == 0 {
+				r.SubShards = &SubShards{rng.Intn(1024), str()}
+			}
+			for k := rng.Intn(3); k > 0; k-- {
+				r.Regions = append(r.Regions, RegionShare{str(), rng.Intn(101)})
+			}
+			d.Rules = append(d.Rules, r)
+		}
+		m.Domains = append(m.Domains, d)
+	}
+	return m
+}
+
+// TestContentHashIgnoresPositions: the hash names a policy's meaning, so moving a rule within its
+// file, or naming the directory differently on the command line, keeps it.
+func TestContentHashIgnoresPositions(t *testing.T) {
+	a := &Model{Domains: []*Domain{{Name: "d", Pos: Pos{File: "policies/a.cue", Line: 1, Col: 1},
+		Rules: []*Rule{{Name: "r", Pos: Pos{File: "policies/a.cue", Line: 3, Col: 2}}}}}}
+	b := &Model{Domains: []*Domain{{Name: "d", Pos: Pos{File: "/abs/policies/a.cue", Line: 9, Col: 1},
+		Rules: []*Rule{{Name: "r", Pos: Pos{File: "/abs/policies/a.cue", Line: 30, Col: 4}}}}}}
+	ha, err := ContentHash(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := ContentHash(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ha != hb {
+		t.Errorf("hash with other positions: got %s, want %s", hb, ha)
+	}
+	b.Domains[0].Rules[0].Owner = "someone"
+	if hc, _ := ContentHash(b); hc == ha {
+		t.Errorf("hash after a change of owner: got %s, want a different hash", hc)
+	}
+}

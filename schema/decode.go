@@ -1,0 +1,450 @@
+package schema
+
+import (
+	"fmt"
+	"math/big"
+	"sort"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+// Built-in defaults, used when neither a rule nor its domain's defaults set a field.
+const (
+	DefaultRLSTimeoutMs        = 20 // Envoy's rate limit filter default
+	DefaultPerKeyQPSBudget     = 10000
+	DefaultStoreTimeoutMs      = 5
+	DefaultLeaseMin            = 5
+	DefaultLeaseMax            = 500
+	DefaultLeaseLookaheadMs    = 250
+	DefaultLowWatermarkPercent = 20
+	DefaultLeaseTTLMs          = 2000
+	DefaultDriftToleranceBP    = 200 // 2%
+	DefaultJWTNamespace        = "envoy.filters.http.jwt_authn"
+	DefaultJWTMetadataKey      = "jwt_payload"
+	DefaultSubjectClaim        = "sub"
+	DefaultAPIKeyHeader        = "x-api-key"
+	DefaultFingerprintHeader   = "x-ja4"
+)
+
+// decoder turns the validated user value into the model, collecting problems as it goes. It reads
+// the user's value alone (the schema adds no values), so every position it takes is the user's.
+type decoder struct {
+	probs Problems
+}
+
+func decode(user cue.Value) (*policy.Model, error) {
+	d := &decoder{}
+	m := &policy.Model{}
+	for _, f := range fields(user.LookupPath(cue.ParsePath("domains"))) {
+		m.Domains = append(m.Domains, d.domain(f.name, f.v))
+	}
+	sort.Slice(m.Domains, func(i, j int) bool { return m.Domains[i].Name < m.Domains[j].Name })
+	if len(d.probs) > 0 {
+		d.probs.sort()
+		return nil, d.probs
+	}
+	return m, nil
+}
+
+type field struct {
+	name string
+	v    cue.Value
+}
+
+// fields lists the regular fields of v in order.
+func fields(v cue.Value) []field {
+	if !v.Exists() {
+		return nil
+	}
+	it, err := v.Fields()
+	if err != nil {
+		return nil
+	}
+	var fs []field
+	for it.Next() {
+		fs = append(fs, field{it.Selector().Unquoted(), it.Value()})
+	}
+	return fs
+}
+
+func elems(v cue.Value) []cue.Value {
+	if !v.Exists() {
+		return nil
+	}
+	it, err := v.List()
+	if err != nil {
+		return nil
+	}
+	var es []cue.Value
+	for it.Next() {
+		es = append(es, it.Value())
+	}
+	return es
+}
+
+func pos(v cue.Value) policy.Pos { return toPos(v.Pos()) }
+
+// firstPos is pos for a struct that may be spread over files: it returns the earliest of its
+// positions, so a domain points at its first declaration rather than its last.
+func firstPos(v cue.Value) policy.Pos {
+	best := pos(v)
+	if op, vs := v.Expr(); op == cue.AndOp {
+		for _, x := range vs {
+			if p := pos(x); p.File != "" && (best.File == "" || posLess(p, best)) {
+				best = p
+			}
+		}
+	}
+	return best
+}
+
+func posLess(a, b policy.Pos) bool {
+	if a.File != b.File {
+		return a.File < b.File
+	}
+	if a.Line != b.Line {
+		return a.Line < b.Line
+	}
+	return a.Col < b.Col
+}
+
+// path formats v's path the way CUE's errors do: labels joined by dots, list indexes as numbers.
+func path(v cue.Value) string {
+	sels := v.Path().Selectors()
+	labels := make([]string, len(sels))
+	for i, s := range sels {
+		if s.Type() == cue.IndexLabel {
+			labels[i] = strconv.Itoa(s.Index())
+		} else {
+			labels[i] = s.String()
+		}
+	}
+	return cuePath(labels)
+}
+
+func (d *decoder) errorf(v cue.Value, format string, args ...any) {
+	d.probs = append(d.probs, problemf(pos(v), path(v), format, args...))
+}
+
+func lookup(v cue.Value, name string) cue.Value { return v.LookupPath(cue.MakePath(cue.Str(name))) }
+
+// setting returns a rule's field, or its domain's default, whichever exists first.
+func setting(rule, defaults cue.Value, name string) cue.Value {
+	if f := lookup(rule, name); f.Exists() {
+		return f
+	}
+	return lookup(defaults, name)
+}
+
+func (d *decoder) str(v cue.Value) string {
+	s, err := v.String()
+	if err != nil {
+		d.errorf(v, "%v", err)
+	}
+	return s
+}
+
+func (d *decoder) optStr(v cue.Value, def string) string {
+	if !v.Exists() {
+		return def
+	}
+	return d.str(v)
+}
+
+func (d *decoder) int(v cue.Value, def int64) int64 {
+	if !v.Exists() {
+		return def
+	}
+	n, err := v.Int64()
+	if err != nil {
+		d.errorf(v, "%v", err)
+	}
+	return n
+}
+
+// duration parses a duration field, or returns def when it is absent.
+func (d *decoder) duration(v cue.Value, def int64) int64 {
+	if !v.Exists() {
+		return def
+	}
+	ms, err := ParseDuration(d.str(v))
+	if err != nil {
+		d.errorf(v, "%v", err)
+	}
+	return ms
+}
+
+func (d *decoder) strings(v cue.Value) []string {
+	var ss []string
+	for _, e := range elems(v) {
+		ss = append(ss, d.str(e))
+	}
+	return ss
+}
+
+func (d *decoder) domain(name string, v cue.Value) *policy.Domain {
+	dom := &policy.Domain{Name: name, Pos: firstPos(v)}
+	gw := lookup(v, "gateway")
+	dom.Gateway = policy.Gateway{
+		RLSTimeoutMs:    d.duration(lookup(gw, "rls_timeout"), DefaultRLSTimeoutMs),
+		PerKeyQPSBudget: d.int(lookup(gw, "per_key_qps_budget"), DefaultPerKeyQPSBudget),
+	}
+	for _, f := range fields(lookup(v, "sources")) {
+		dom.Sources = append(dom.Sources, d.source(f.name, f.v))
+	}
+	dom.CriticalPaths = d.strings(lookup(v, "critical_paths"))
+	defaults := lookup(v, "defaults")
+	for _, f := range fields(lookup(v, "rules")) {
+		dom.Rules = append(dom.Rules, d.rule(dom, f.name, f.v, defaults))
+	}
+	// Declared order is file order, then position in the file (CUE's field order across files is
+	// not), and it decides between wildcards at the same level.
+	sort.SliceStable(dom.Rules, func(i, j int) bool { return posLess(dom.Rules[i].Pos, dom.Rules[j].Pos) })
+	d.checkRules(dom)
+	policy.SortRules(dom.Rules)
+	return dom
+}
+
+func (d *decoder) source(key string, v cue.Value) *policy.Source {
+	s := &policy.Source{Key: key, Pos: pos(v), Kind: policy.SourceKind(d.str(lookup(v, "kind")))}
+	switch s.Kind {
+	case policy.SourceHeader:
+		s.Header = strings.ToLower(d.str(lookup(v, "header")))
+	case policy.SourceJWTClaim:
+		s.Claim = d.str(lookup(v, "claim"))
+		s.MetadataNamespace = d.optStr(lookup(v, "metadata_namespace"), DefaultJWTNamespace)
+		s.MetadataKey = d.optStr(lookup(v, "metadata_key"), DefaultJWTMetadataKey)
+	case policy.SourceRemoteAddress:
+		s.Mask = policy.Mask(d.optStr(lookup(v, "mask"), string(policy.MaskNone)))
+	case policy.SourceGenericKey:
+		s.Value = d.str(lookup(v, "value"))
+	case policy.SourcePathMatch:
+		s.Value = d.str(lookup(v, "value"))
+		s.PathExact = d.optStr(lookup(v, "exact"), "")
+		s.PathPrefix = d.optStr(lookup(v, "prefix"), "")
+		if (s.PathExact == "") == (s.PathPrefix == "") {
+			d.errorf(v, "path_match source needs exactly one of exact and prefix")
+		}
+	case policy.SourceIdentity:
+		s.Mask = policy.MaskSubnet
+		s.Waterfall = d.waterfall(lookup(v, "waterfall"))
+	}
+	return s
+}
+
+var tierOrder = map[policy.IdentityTier]int{
+	policy.TierJWTSubject:     0,
+	policy.TierAPIKey:         1,
+	policy.TierTLSFingerprint: 2,
+	policy.TierSubnet:         3,
+}
+
+func (d *decoder) waterfall(v cue.Value) []policy.IdentityStep {
+	if !v.Exists() {
+		return []policy.IdentityStep{
+			{Tier: policy.TierJWTSubject, Claim: DefaultSubjectClaim},
+			{Tier: policy.TierAPIKey, Header: DefaultAPIKeyHeader},
+			{Tier: policy.TierTLSFingerprint, Header: DefaultFingerprintHeader},
+			{Tier: policy.TierSubnet},
+		}
+	}
+	var steps []policy.IdentityStep
+	last := -1
+	for _, e := range elems(v) {
+		st := policy.IdentityStep{Tier: policy.IdentityTier(d.str(lookup(e, "tier")))}
+		switch st.Tier {
+		case policy.TierJWTSubject:
+			st.Claim = d.optStr(lookup(e, "claim"), DefaultSubjectClaim)
+		case policy.TierAPIKey:
+			st.Header = strings.ToLower(d.optStr(lookup(e, "header"), DefaultAPIKeyHeader))
+		case policy.TierTLSFingerprint:
+			st.Header = strings.ToLower(d.optStr(lookup(e, "header"), DefaultFingerprintHeader))
+		}
+		if o := tierOrder[st.Tier]; o <= last {
+			d.errorf(e, "identity tier %s is out of order: the waterfall is jwt_subject, api_key, tls_fingerprint, subnet, each at most once", st.Tier)
+		} else {
+			last = o
+		}
+		steps = append(steps, st)
+	}
+	if len(steps) == 0 {
+		d.errorf(v, "identity waterfall needs at least one tier")
+	}
+	return steps
+}
+
+func (d *decoder) rule(dom *policy.Domain, name string, v, defaults cue.Value) *policy.Rule {
+	r := &policy.Rule{Name: name, Pos: firstPos(v)}
+	for _, e := range elems(lookup(v, "match")) {
+		m := policy.Match{Key: d.str(lookup(e, "key")), Pos: pos(e), Kind: policy.MatchAny}
+		if val := lookup(e, "value"); val.Exists() {
+			m.Value = d.str(val)
+			m.Kind = policy.MatchExact
+			if strings.HasSuffix(m.Value, "*") {
+				m.Kind = policy.MatchWildcard
+			}
+		}
+		if dom.Source(m.Key) == nil {
+			d.errorf(e, "match key %q has no source in domain %s", m.Key, dom.Name)
+		}
+		r.Match = append(r.Match, m)
+	}
+	for _, e := range elems(lookup(v, "limits")) {
+		r.Limits = append(r.Limits, d.limit(e))
+	}
+	d.stage(r, setting(v, defaults, "stage"))
+	d.failure(r, setting(v, defaults, "failure"))
+	r.StoreTimeoutMs = d.duration(setting(v, defaults, "store_timeout"), DefaultStoreTimeoutMs)
+	r.Lease = d.lease(lookup(v, "lease"), lookup(defaults, "lease"))
+	if ss := setting(v, defaults, "sub_shards"); ss.Exists() {
+		r.SubShards = &policy.SubShards{
+			Count:     int(d.int(lookup(ss, "count"), 0)),
+			Attribute: d.str(lookup(ss, "attribute")),
+		}
+		if dom.Source(r.SubShards.Attribute) == nil {
+			d.errorf(lookup(ss, "attribute"), "sub_shards attribute %q has no source in domain %s", r.SubShards.Attribute, dom.Name)
+		}
+	}
+	for _, f := range fields(setting(v, defaults, "regions")) {
+		r.Regions = append(r.Regions, policy.RegionShare{Region: f.name, Percent: int(d.int(f.v, 0))})
+	}
+	r.Owner = d.optStr(setting(v, defaults, "owner"), "")
+	r.ExpectedPeakQPS = d.int(setting(v, defaults, "expected_peak_qps"), 0)
+	r.Gateways = d.int(setting(v, defaults, "gateways"), 0)
+	r.DriftToleranceBP = DefaultDriftToleranceBP
+	if dt := setting(v, defaults, "drift_tolerance"); dt.Exists() {
+		r.DriftToleranceBP = d.basisPoints(dt)
+	}
+	r.Legit = d.strings(setting(v, defaults, "legit"))
+	return r
+}
+
+func (d *decoder) limit(v cue.Value) policy.Limit {
+	l := policy.Limit{
+		Requests:  d.int(lookup(v, "requests"), 0),
+		Algorithm: policy.Algorithm(d.optStr(lookup(v, "algorithm"), string(policy.TokenBucket))),
+		Cost:      d.int(lookup(v, "cost"), 1),
+		Pos:       pos(v),
+	}
+	l.Burst = d.int(lookup(v, "burst"), l.Requests)
+	w := lookup(v, "window")
+	l.WindowMs = d.duration(w, 0)
+	if l.WindowMs != 0 && (l.WindowMs < minWindowMs || l.WindowMs > maxWindowMs) {
+		d.errorf(w, "window %s is out of range: a window runs from 1s to 365d", d.str(w))
+	}
+	return l
+}
+
+func (d *decoder) stage(r *policy.Rule, v cue.Value) {
+	if !v.Exists() {
+		r.Stage = policy.Stage{Name: policy.StageEnforce}
+		return
+	}
+	r.Stage = policy.Stage{
+		Name:          policy.StageName(d.str(lookup(v, "name"))),
+		CanaryPercent: int(d.int(lookup(v, "percent"), 0)),
+		Since:         d.optStr(lookup(v, "since"), ""),
+		Pos:           pos(v),
+	}
+}
+
+func (d *decoder) failure(r *policy.Rule, v cue.Value) {
+	r.FailureMode = policy.FailOpen
+	if !v.Exists() {
+		return
+	}
+	r.FailureMode = policy.FailureMode(d.str(lookup(v, "mode")))
+	r.FailureReason = d.optStr(lookup(v, "reason"), "")
+	if fb := lookup(v, "fallback"); fb.Exists() {
+		w := lookup(fb, "window")
+		r.Fallback = &policy.Rate{Requests: d.int(lookup(fb, "requests"), 0), WindowMs: d.duration(w, 0)}
+		if ms := r.Fallback.WindowMs; ms < minWindowMs || ms > maxWindowMs {
+			d.errorf(w, "window %s is out of range: a window runs from 1s to 365d", d.str(w))
+		}
+	}
+}
+
+// lease merges the rule's lease settings over the domain's, field by field.
+func (d *decoder) lease(rule, defaults cue.Value) policy.Lease {
+	l := policy.Lease{
+		Min:         d.int(setting(rule, defaults, "min"), DefaultLeaseMin),
+		Max:         d.int(setting(rule, defaults, "max"), DefaultLeaseMax),
+		LookaheadMs: d.duration(setting(rule, defaults, "lookahead"), DefaultLeaseLookaheadMs),
+		TTLMs:       d.duration(setting(rule, defaults, "ttl"), DefaultLeaseTTLMs),
+	}
+	switch lw := setting(rule, defaults, "low_watermark"); {
+	case !lw.Exists():
+		l.LowWatermarkPercent = DefaultLowWatermarkPercent
+	case lw.Kind() == cue.StringKind:
+		n, _ := strconv.ParseInt(strings.TrimSuffix(d.str(lw), "%"), 10, 64)
+		l.LowWatermarkPercent = n
+	default:
+		l.LowWatermark = d.int(lw, 0)
+	}
+	if l.Min > l.Max {
+		d.errorf(setting(rule, defaults, "min"), "lease min %d is above lease max %d", l.Min, l.Max)
+	}
+	return l
+}
+
+// basisPoints converts a percentage such as 2 or 0.25 into basis points, exactly.
+func (d *decoder) basisPoints(v cue.Value) int64 {
+	var x big.Rat
+	if _, ok := x.SetString(fmt.Sprint(v)); !ok {
+		d.errorf(v, "drift_tolerance must be a number")
+		return 0
+	}
+	x.Mul(&x, big.NewRat(100, 1))
+	if !x.IsInt() {
+		d.errorf(v, "drift_tolerance has more than two decimals")
+		return 0
+	}
+	return x.Num().Int64()
+}
+
+// checkRules reports rules that Lookup could never tell apart, and sub-sharded rules whose shard
+// entry a deeper rule would take.
+func (d *decoder) checkRules(dom *policy.Domain) {
+	seen := map[string]*policy.Rule{}
+	for _, r := range dom.Rules {
+		k := matchKey(r.Match)
+		if o, ok := seen[k]; ok {
+			d.probs = append(d.probs, Problem{
+				Pos:     r.Pos,
+				Related: []policy.Pos{o.Pos},
+				Path:    fmt.Sprintf("domains.%s.rules.%s", dom.Name, r.Name),
+				Message: fmt.Sprintf("rule %s has the same match as rule %s", r.Name, o.Name),
+			})
+			continue
+		}
+		seen[k] = r
+	}
+	for _, r := range dom.Rules {
+		if r.SubShards == nil {
+			continue
+		}
+		for _, o := range dom.Rules {
+			if len(o.Match) == len(r.Match)+1 && strings.HasPrefix(matchKey(o.Match), matchKey(r.Match)) &&
+				o.Match[len(r.Match)].Key == r.SubShards.Attribute {
+				d.probs = append(d.probs, Problem{
+					Pos:     o.Match[len(r.Match)].Pos,
+					Related: []policy.Pos{r.Pos},
+					Path:    fmt.Sprintf("domains.%s.rules.%s", dom.Name, o.Name),
+					Message: fmt.Sprintf("rule %s matches %s below rule %s, which uses it to pick a sub-shard", o.Name, r.SubShards.Attribute, r.Name),
+				})
+			}
+		}
+	}
+}
+
+func matchKey(ms []policy.Match) string {
+	var b strings.Builder
+	for _, m := range ms {
+		fmt.Fprintf(&b, "%q=%q/%s;", m.Key, m.Value, m.Kind)
+	}
+	return b.String()
+}

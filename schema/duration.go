@@ -1,0 +1,44 @@
+package schema
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Window bounds: a limit's window runs from one second to a year.
+const (
+	minWindowMs = 1000
+	maxWindowMs = 365 * 24 * 3600 * 1000
+)
+
+var unitMs = []struct {
+	suffix string
+	ms     int64
+}{
+	// "ms" comes before "s" and "m" so the longest suffix wins.
+	{"ms", 1},
+	{"s", 1000},
+	{"m", 60 * 1000},
+	{"h", 3600 * 1000},
+	{"d", 24 * 3600 * 1000},
+}
+
+// ParseDuration parses a policy duration: a whole number followed by ms, s, m, h or d, such as
+// "250ms", "30s", "5m", "1h" or "7d". Unlike time.ParseDuration it knows days and takes one unit
+// only, so a window reads the same in every file.
+func ParseDuration(s string) (ms int64, err error) {
+	for _, u := range unitMs {
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok || num == "" || strings.TrimLeft(num, "0123456789") != "" {
+			continue
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n > math.MaxInt64/u.ms {
+			return 0, fmt.Errorf("duration %q is too large", s)
+		}
+		return n * u.ms, nil
+	}
+	return 0, fmt.Errorf("duration %q must be a whole number followed by ms, s, m, h or d", s)
+}

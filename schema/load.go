@@ -1,0 +1,264 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/build"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+// Load loads the policy repository made of paths, each a directory (its .cue files, not its
+// subdirectories) or a .cue file, and returns the compiled model.
+//
+// A policy that is wrong gives a Problems error, every problem positioned in the user's files.
+// Any other error is a tool error: a path that does not exist (wrapping fs.ErrNotExist), a
+// directory with no .cue files (wrapping ErrNoPolicies) or an unreadable file.
+func Load(paths ...string) (*policy.Model, error) {
+	names, err := policyFiles(paths)
+	if err != nil {
+		return nil, err
+	}
+	files, probs, err := parseFiles(names)
+	if err != nil {
+		return nil, err
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	user, probs := build1(files)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return decode(user)
+}
+
+// policyFiles lists the .cue files that paths name. Like CUE's loader it skips files whose name
+// starts with '.' or '_' in a directory, and everything that is not a .cue file.
+func policyFiles(paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	var names []string
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("load: %w", err)
+		}
+		if !fi.IsDir() {
+			if filepath.Ext(p) != ".cue" {
+				return nil, fmt.Errorf("load: %s: %w (want a .cue file or a directory)", p, ErrNoPolicies)
+			}
+			names = append(names, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, fmt.Errorf("load: %w", err)
+		}
+		n := len(names)
+		for _, e := range entries {
+			name := e.Name()
+			if e.IsDir() || filepath.Ext(name) != ".cue" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+				continue
+			}
+			names = append(names, filepath.Join(p, name))
+		}
+		if len(names) == n {
+			return nil, fmt.Errorf("load: %s: %w (no .cue files in the directory)", p, ErrNoPolicies)
+		}
+	}
+	return names, nil
+}
+
+// parseFiles parses every file and checks that they form one package.
+func parseFiles(names []string) ([]*ast.File, Problems, error) {
+	var files []*ast.File
+	var probs Problems
+	for _, name := range names {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("load: %w", err)
+		}
+		f, err := parser.ParseFile(name, src, parser.ParseComments)
+		if err != nil {
+			probs = append(probs, cueProblems(err, cue.Value{})...)
+			continue
+		}
+		files = append(files, f)
+	}
+	if len(probs) > 0 {
+		return nil, probs, nil
+	}
+	// CUE itself reports mixed packages without a position; name both package clauses instead.
+	var first *ast.File
+	for _, f := range files {
+		if first == nil {
+			first = f
+			continue
+		}
+		if f.PackageName() != first.PackageName() {
+			probs = append(probs, Problem{
+				Pos:     packagePos(f),
+				Related: []policy.Pos{packagePos(first)},
+				Message: fmt.Sprintf("found packages %q and %q: all policy files must be in one package",
+					first.PackageName(), f.PackageName()),
+			})
+		}
+	}
+	return files, probs, nil
+}
+
+func packagePos(f *ast.File) policy.Pos {
+	for _, d := range f.Decls {
+		if p, ok := d.(*ast.Package); ok {
+			return toPos(p.Pos())
+		}
+	}
+	return policy.Pos{File: f.Filename}
+}
+
+// build1 evaluates the files as one instance and validates them against #Policy. It returns the
+// user's value alone, whose positions are all in the user's files.
+func build1(files []*ast.File) (cue.Value, Problems) {
+	ctx := cuecontext.New()
+	schema := ctx.CompileString(Source, cue.Filename(schemaFile))
+	if err := schema.Err(); err != nil {
+		// The embedded schema is compiled in tests; this only fires on a broken build.
+		return cue.Value{}, Problems{{Message: "internal error: bad embedded schema: " + err.Error()}}
+	}
+	inst := build.NewContext().NewInstance("", nil)
+	for _, f := range files {
+		if err := inst.AddSyntax(f); err != nil {
+			return cue.Value{}, cueProblems(err, cue.Value{})
+		}
+	}
+	if inst.Err != nil {
+		return cue.Value{}, cueProblems(inst.Err, cue.Value{})
+	}
+	user := ctx.BuildInstance(inst)
+	if err := user.Err(); err != nil {
+		return cue.Value{}, cueProblems(err, user)
+	}
+	if err := user.Validate(); err != nil {
+		return cue.Value{}, cueProblems(err, user)
+	}
+	unified := schema.LookupPath(cue.MakePath(cue.Def("#Policy"))).Unify(user)
+	if err := unified.Validate(cue.Concrete(true)); err != nil {
+		return cue.Value{}, cueProblems(err, user)
+	}
+	return user, nil
+}
+
+// cueProblems turns a CUE error into problems, keeping only positions in the user's files. When
+// an error has none (a required field the user left out is positioned in the schema), it takes
+// the position of the nearest enclosing value the user wrote.
+func cueProblems(err error, user cue.Value) Problems {
+	var probs Problems
+	seen := map[string]bool{}
+	for _, e := range cueerrors.Errors(err) {
+		var ps []policy.Pos
+		for _, p := range cueerrors.Positions(e) {
+			if pp := toPos(p); pp.File != "" {
+				ps = append(ps, pp)
+			}
+		}
+		path := e.Path()
+		if len(path) > 0 && path[0] == "#Policy" {
+			path = path[1:]
+		}
+		if len(ps) == 0 && user.Exists() {
+			if pp := nearestPos(user, path); pp.File != "" {
+				ps = append(ps, pp)
+			}
+		}
+		format, args := e.Msg()
+		pr := Problem{Path: cuePath(path), Message: fmt.Sprintf(format, args...)}
+		if len(ps) > 0 {
+			pr.Pos, pr.Related = ps[0], ps[1:]
+		}
+		key := pr.String()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		probs = append(probs, pr)
+	}
+	if len(probs) == 0 {
+		probs = Problems{{Message: err.Error()}}
+	}
+	probs.sort()
+	return probs
+}
+
+// nearestPos returns the position of the deepest value on path that the user wrote.
+func nearestPos(user cue.Value, path []string) policy.Pos {
+	for n := len(path); n > 0; n-- {
+		v := user.LookupPath(selectorPath(path[:n]))
+		if !v.Exists() {
+			continue
+		}
+		if p := toPos(v.Pos()); p.File != "" {
+			return p
+		}
+	}
+	return policy.Pos{}
+}
+
+func selectorPath(labels []string) cue.Path {
+	sels := make([]cue.Selector, 0, len(labels))
+	for _, l := range labels {
+		switch {
+		case strings.HasPrefix(l, "#"):
+			sels = append(sels, cue.Def(l))
+		case isIndex(l):
+			n, _ := strconv.Atoi(l)
+			sels = append(sels, cue.Index(n))
+		default:
+			if u, err := strconv.Unquote(l); err == nil {
+				l = u
+			}
+			sels = append(sels, cue.Str(l))
+		}
+	}
+	return cue.MakePath(sels...)
+}
+
+func isIndex(s string) bool {
+	if s == "" || len(s) > 9 {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func cuePath(labels []string) string { return strings.Join(labels, ".") }
+
+// toPos converts a CUE position, dropping positions in the embedded schema.
+func toPos(p token.Pos) policy.Pos {
+	if !p.IsValid() || p.Filename() == "" || p.Filename() == schemaFile {
+		return policy.Pos{}
+	}
+	return policy.Pos{File: p.Filename(), Line: p.Line(), Col: p.Column()}
+}
+
+// IsProblems reports whether err holds policy problems (as opposed to a tool error).
+func IsProblems(err error) bool {
+	var ps Problems
+	return errors.As(err, &ps)
+}
