@@ -30,13 +30,14 @@ func Key(parts ...string) string {
 
 func appendEscaped(dst []byte, s string) []byte {
 	const hex = "0123456789ABCDEF"
+	last := 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '%', ':', '{', '}':
+			dst = append(dst, s[last:i]...)
 			dst = append(dst, '%', hex[c>>4], hex[c&15])
-		default:
-			dst = append(dst, c)
+			last = i + 1
 		}
 	}
-	return dst
+	return append(dst, s[last:]...)
 }

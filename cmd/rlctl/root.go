@@ -48,8 +48,14 @@ func newRootCmd() *cobra.Command {
 		return usageErrorf("%s: %w\nRun '%s --help' for usage.", c.CommandPath(), err, c.CommandPath())
 	})
 	root.AddCommand(
+		newBenchCmd(),
 		newVersionCmd(),
+		newRenderCmd(),
 		newCompletionCmd(root),
+		newLintCmd(),
+		newSimulateCmd(),
+		newTestCmd(),
+		newGenLogsCmd(),
 	)
 	return root
 }

@@ -37,56 +37,60 @@ local function clock(arg)
   return tonumber(t[1]) * 1000 + idiv(tonumber(t[2]), 1000)
 end
 
+-- Field names per algorithm (0 token bucket, 1 sliding, 2 fixed window);
+-- limit i owns the names suffixed with i - 1.
+local FIELDS = {[0] = {'tok', 'ts'}, {'win', 'cur', 'prev'}, {'win', 'cur'}}
+
 -- limits parses the limits from ARGV starting after index base: per limit
 -- algorithm, requests, window, capacity, token units, rate.
 local function limits(n, base)
   local ls = {}
   for i = 1, n do
     local b = base + (i - 1) * 6
-    local s = tostring(i - 1)
+    local algo, sfx, f = tonumber(ARGV[b + 1]), tostring(i - 1), {}
+    for j, name in ipairs(FIELDS[algo]) do f[j] = name .. sfx end
     ls[i] = {
-      algo = tonumber(ARGV[b + 1]), req = tonumber(ARGV[b + 2]), win = tonumber(ARGV[b + 3]),
-      cap = tonumber(ARGV[b + 4]), tu = tonumber(ARGV[b + 5]), rate = tonumber(ARGV[b + 6]),
-      f = {'tok' .. s, 'ts' .. s, 'win' .. s, 'cur' .. s, 'prev' .. s},
+      algo = algo, req = tonumber(ARGV[b + 2]), win = tonumber(ARGV[b + 3]),
+      cap = tonumber(ARGV[b + 4]), tu = tonumber(ARGV[b + 5]), rate = tonumber(ARGV[b + 6]), f = f,
     }
   end
   return ls
 end
 
--- load reads every limit's fields with one HMGET; a missing field is nil.
+-- load reads the fields every limit's algorithm owns with one HMGET; a
+-- missing field is nil.
 local function load(key, ls)
   local fields = {}
   for _, l in ipairs(ls) do
     for _, f in ipairs(l.f) do fields[#fields + 1] = f end
   end
   local vals = redis.call('HMGET', key, unpack(fields))
-  local sts = {}
-  for i = 1, #ls do
-    local b = (i - 1) * 5
-    local function num(j)
-      local v = vals[b + j]
-      if v then return tonumber(v) end
-      return nil
+  local sts, k = {}, 0
+  for i, l in ipairs(ls) do
+    local v = {}
+    for j = 1, #l.f do
+      k = k + 1
+      if vals[k] then v[j] = tonumber(vals[k]) end
     end
-    sts[i] = {tok = num(1), ts = num(2), win = num(3), cur = num(4), prev = num(5)}
+    if l.algo == 0 then
+      sts[i] = {tok = v[1], ts = v[2]}
+    else
+      sts[i] = {win = v[1], cur = v[2], prev = v[3]}
+    end
   end
   return sts
 end
 
 -- save writes back the fields each limit's algorithm owns and renews the TTL.
 local function save(key, ls, sts, ttl)
-  local args = {}
-  local function put(f, v)
-    args[#args + 1] = f
-    args[#args + 1] = string.format('%d', v)
-  end
+  local args, k = {}, 0
   for i, l in ipairs(ls) do
     local s = sts[i]
-    if l.algo == 0 then
-      put(l.f[1], s.tok); put(l.f[2], s.ts)
-    else
-      put(l.f[3], s.win); put(l.f[4], s.cur)
-      if l.algo == 1 then put(l.f[5], s.prev) end
+    local v = {s.win, s.cur, s.prev}
+    if l.algo == 0 then v = {s.tok, s.ts} end
+    for j, f in ipairs(l.f) do
+      args[k + 1], args[k + 2] = f, string.format('%d', v[j])
+      k = k + 2
     end
   end
   redis.call('HSET', key, unpack(args))

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rlctl/rlctl/simulate/traffic"
+	"github.com/spf13/cobra"
+)
+
+const genLogsLong = `Generate realistic synthetic gateway traffic as an access log.
+
+The output is deterministic: the same --seed, --lines, --format, --start and --gateways give the
+same bytes. The traffic mixes API tenants on a Zipf distribution, an enterprise integration at a
+steady high rate (tenant bigcorp), dashboards that fire 25 parallel calls, a corporate office of
+2,000 users behind one NAT address (198.51.100.23), a bot rotating addresses inside
+192.0.2.0/24, mobile users behind carrier-grade NAT (100.64.0.0/10), anonymous browsing and
+payment calls.
+
+envoy-json lines carry the request headers the example policies read (x-tenant-id,
+authorization with an unsigned JWT, x-api-key, x-ja4) and the gateway node in "hostname".
+envoy-text is Envoy's default text format, which carries no such headers.
+
+Exit codes: 0 written, 3 usage or write error.`
+
+func newGenLogsCmd() *cobra.Command {
+	var (
+		seed     uint64
+		lines    int
+		format   string
+		out      string
+		start    string
+		gateways int
+	)
+	cmd := &cobra.Command{
+		Use:   "gen-logs",
+		Short: "Generate deterministic synthetic access logs",
+		Long:  genLogsLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := traffic.Config{Seed: seed, Lines: lines, Format: traffic.Format(format), Gateways: gateways}
+			if format != string(traffic.EnvoyJSON) && format != string(traffic.EnvoyText) {
+				return usageErrorf("gen-logs: --format %q: want envoy-json or envoy-text", format)
+			}
+			if lines < 0 {
+				return usageErrorf("gen-logs: --lines %d: must not be negative", lines)
+			}
+			if start != "" {
+				t, err := time.Parse(time.RFC3339, start)
+				if err != nil {
+					return usageErrorf("gen-logs: --start %q: want RFC 3339, such as 2024-05-01T12:00:00Z", start)
+				}
+				cfg.Start = t
+			}
+			var w io.Writer = cmd.OutOrStdout()
+			if out != "" && out != "-" {
+				f, err := os.Create(out)
+				if err != nil {
+					return usageErrorf("gen-logs: %w", err)
+				}
+				defer f.Close()
+				w = f
+				if err := traffic.Write(w, cfg); err != nil {
+					return usageErrorf("gen-logs: %w", err)
+				}
+				if err := f.Close(); err != nil {
+					return usageErrorf("gen-logs: %w", err)
+				}
+				return nil
+			}
+			if err := traffic.Write(w, cfg); err != nil {
+				return usageErrorf("gen-logs: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&seed, "seed", 1, "random seed; the same seed gives the same log")
+	f.IntVar(&lines, "lines", 10000, "number of lines to write")
+	f.StringVar(&format, "format", string(traffic.EnvoyJSON), "log format: envoy-json or envoy-text")
+	f.StringVar(&out, "out", "", "write to this file instead of stdout")
+	f.StringVar(&start, "start", "", fmt.Sprintf("time of the first request, RFC 3339 (default %s)", traffic.DefaultStart.Format(time.RFC3339)))
+	f.IntVar(&gateways, "gateways", 4, `gateway nodes named in the "hostname" field`)
+	return cmd
+}

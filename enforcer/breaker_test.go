@@ -1,0 +1,66 @@
+package enforcer
+
+import (
+	"testing"
+
+	"github.com/rlctl/rlctl/engine"
+)
+
+func TestBreakerSteps(t *testing.T) {
+	var now int64
+	var changes []string
+	b := newBreaker(3, 1000, engine.ClockFunc(func() int64 { return now }), func(from, to BreakerState) {
+		changes = append(changes, from.String()+">"+to.String())
+	})
+	type step struct {
+		t      int64
+		call   bool // Allow, then Record(ok) when allowed
+		ok     bool
+		allow  bool
+		state  BreakerState
+		prober bool // a second Allow before Record
+	}
+	steps := []step{
+		{t: 0, call: true, ok: false, allow: true, state: BreakerClosed},
+		{t: 1, call: true, ok: true, allow: true, state: BreakerClosed}, // success resets the count
+		{t: 2, call: true, ok: false, allow: true, state: BreakerClosed},
+		{t: 3, call: true, ok: false, allow: true, state: BreakerClosed},
+		{t: 4, call: true, ok: false, allow: true, state: BreakerOpen}, // third consecutive failure
+		{t: 500, call: true, allow: false, state: BreakerOpen},
+		{t: 1003, call: true, allow: false, state: BreakerOpen},
+		{t: 1004, call: true, ok: false, allow: true, state: BreakerOpen, prober: true}, // failed probe
+		{t: 1500, call: true, allow: false, state: BreakerOpen},
+		{t: 2004, call: true, ok: true, allow: true, state: BreakerClosed, prober: true}, // probe succeeds
+		{t: 2005, call: true, ok: true, allow: true, state: BreakerClosed},
+	}
+	for i, s := range steps {
+		now = s.t
+		got := b.Allow()
+		if got != s.allow {
+			t.Fatalf("step %d: Allow: got %v, want %v", i, got, s.allow)
+		}
+		if s.prober {
+			if got, want := b.State(), BreakerHalfOpen; got != want {
+				t.Errorf("step %d: state during probe: got %v, want %v", i, got, want)
+			}
+			if b.Allow() {
+				t.Errorf("step %d: second Allow during probe: got true, want false", i)
+			}
+		}
+		if got {
+			b.Record(s.ok)
+		}
+		if got, want := b.State(), s.state; got != want {
+			t.Errorf("step %d: state: got %v, want %v", i, got, want)
+		}
+	}
+	want := []string{"closed>open", "open>half_open", "half_open>open", "open>half_open", "half_open>closed"}
+	if len(changes) != len(want) {
+		t.Fatalf("changes: got %v, want %v", changes, want)
+	}
+	for i := range want {
+		if changes[i] != want[i] {
+			t.Errorf("change %d: got %s, want %s", i, changes[i], want[i])
+		}
+	}
+}

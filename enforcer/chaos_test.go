@@ -1,0 +1,212 @@
+package enforcer
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/policy"
+)
+
+// chaosModel has a fail-closed, a fail-open and a fail-open-with-fallback rule, all roomy, with
+// small leases so that requests keep reaching the store.
+func chaosModel() *policy.Model {
+	mk := func(name string, fm policy.FailureMode) *policy.Rule {
+		r := testRule(name, 1_000_000, policy.Stage{Name: policy.StageEnforce}, fm)
+		r.Lease = policy.Lease{Min: 1, Max: 5, LookaheadMs: 250, TTLMs: 10_000}
+		return r
+	}
+	fb := mk("openfb", policy.FailOpen)
+	fb.Fallback = &policy.Rate{Requests: 5, WindowMs: 60_000}
+	return &policy.Model{Domains: []*policy.Domain{{Name: "edge", Rules: []*policy.Rule{
+		mk("closed", policy.FailClosed), mk("open", policy.FailOpen), fb,
+	}}}}
+}
+
+// load runs workers sending requests for rule with fresh users (so every request needs the
+// store) until stop is closed, and records errors, codes and latencies.
+type load struct {
+	errs       atomic.Int64
+	mu         sync.Mutex
+	latencies  []time.Duration
+	codes      map[string][2]int64 // rule → [ok, over] since the last reset
+	wg         sync.WaitGroup
+	stop       chan struct{}
+	firstError atomic.Value
+}
+
+func startLoad(in *instance, rules []string, workers int) *load {
+	l := &load{stop: make(chan struct{}), codes: map[string][2]int64{}}
+	var n atomic.Int64
+	for w := range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				rule := rules[(w+i)%len(rules)]
+				user := fmt.Sprintf("u%d", n.Add(1))
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				resp, err := in.client.ShouldRateLimit(ctx, request("edge", []string{"stage=" + rule, "user=" + user}))
+				cancel()
+				took := time.Since(start)
+				l.mu.Lock()
+				l.latencies = append(l.latencies, took)
+				if err != nil {
+					l.errs.Add(1)
+					l.firstError.CompareAndSwap(nil, err.Error())
+				} else {
+					c := l.codes[rule]
+					if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+						c[0]++
+					} else {
+						c[1]++
+					}
+					l.codes[rule] = c
+				}
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) resetCodes() map[string][2]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.codes
+	l.codes = map[string][2]int64{}
+	return c
+}
+
+func (l *load) finish() (p99, p999, maxLat time.Duration, n int) {
+	close(l.stop)
+	l.wg.Wait()
+	sort.Slice(l.latencies, func(i, j int) bool { return l.latencies[i] < l.latencies[j] })
+	n = len(l.latencies)
+	return l.latencies[n*99/100], l.latencies[n*999/1000], l.latencies[n-1], n
+}
+
+// TestRedisOutage kills (SIGKILL) or hangs (SIGSTOP) Redis in the middle of a load test.
+func TestRedisOutage(t *testing.T) {
+	for _, mode := range []string{"kill", "pause"} {
+		t.Run(mode, func(t *testing.T) {
+			srv := redistest.Start(t)
+			in := spawn(t, chaosModel(), func(c *Config) {
+				c.Store, c.RedisURL = "redis", "redis://"+srv.Addr()
+				c.BreakerCooldown = 200 * time.Millisecond
+			})
+			l := startLoad(in, []string{"closed", "open", "openfb"}, 4)
+			// The machine is shared: a store call may time out now and then and open the
+			// breaker briefly. Wait for a healthy 200ms.
+			eventually(t, 5*time.Second, "closed-rule requests all admitted", func() bool {
+				l.resetCodes()
+				time.Sleep(200 * time.Millisecond)
+				c := l.resetCodes()
+				return c["closed"][0] > 0 && c["closed"][1] == 0
+			})
+			if mode == "kill" {
+				srv.Kill()
+			} else {
+				srv.Pause()
+			}
+			eventually(t, 2*time.Second, "the breaker to open", func() bool { return in.BreakerState() != BreakerClosed })
+			time.Sleep(100 * time.Millisecond)
+			l.resetCodes()
+			time.Sleep(500 * time.Millisecond)
+			c := l.resetCodes()
+			// While the breaker is open (apart from half-open probes), fail-closed denies,
+			// fail-open admits, and the fallback bucket admits its 5 per key.
+			if got := c["closed"]; got[1] == 0 || got[0] > got[1]/10 {
+				t.Errorf("closed during outage: got ok %d, over %d; want (nearly) all denied", got[0], got[1])
+			}
+			if got := c["open"]; got[0] == 0 || got[1] != 0 {
+				t.Errorf("open during outage: got ok %d, over %d; want all admitted", got[0], got[1])
+			}
+			if got := c["openfb"]; got[0] == 0 || got[1] != 0 {
+				t.Errorf("openfb during outage (fresh user each time, 5 per key): got ok %d, over %d; want all admitted", got[0], got[1])
+			}
+			if got := in.metric(t, `rate_limit_bypassed_total{domain="edge",reason="redis_circuit_open",rule="open"}`); got <= 0 {
+				t.Errorf("bypass metric for open: got %v, want > 0", got)
+			}
+			if mode == "kill" {
+				srv.Start()
+			} else {
+				srv.Resume()
+			}
+			eventually(t, 3*time.Second, "the breaker to close", func() bool { return in.BreakerState() == BreakerClosed })
+			eventually(t, 5*time.Second, "closed-rule requests all admitted after recovery", func() bool {
+				l.resetCodes()
+				time.Sleep(200 * time.Millisecond)
+				c := l.resetCodes()
+				return c["closed"][0] > 0 && c["closed"][1] == 0
+			})
+			p99, p999, maxLat, n := l.finish()
+			t.Logf("%s: %d requests, p99 %v, p99.9 %v, max %v", mode, n, p99, p999, maxLat)
+			if got := l.errs.Load(); got != 0 {
+				t.Errorf("gRPC errors: got %d (first: %v), want 0", got, l.firstError.Load())
+			}
+			// The bound is the store timeout plus 5ms. The load generator shares two cores
+			// with Redis, the enforcer and whatever else the machine runs, so the test holds
+			// p99 to the bound, and the maximum to a bound that no wait on Redis (a TCP
+			// timeout, a pool wait, the client's 1s deadline) could meet.
+			if limit := 10 * time.Millisecond; p99 > limit || maxLat > 100*time.Millisecond {
+				t.Errorf("latency: p99 %v, max %v; want ≤ %v, ≤ 100ms", p99, maxLat, limit)
+			}
+		})
+	}
+}
+
+// TestShutdownReturnsLeases checks that Close gives unspent leased tokens back to Redis.
+func TestShutdownReturnsLeases(t *testing.T) {
+	srv := redistest.Start(t)
+	m := chaosModel()
+	r := m.Domains[0].Rules[1] // open
+	r.Limits[0].Requests, r.Limits[0].Burst = 1000, 1000
+	r.Lease = policy.Lease{Min: 100, Max: 100, LookaheadMs: 250, TTLMs: 60_000}
+	in := spawn(t, m, func(c *Config) { c.Store, c.RedisURL = "redis", "redis://"+srv.Addr() })
+	for range 3 {
+		in.ask(t, "edge", []string{"stage=open", "user=lease"})
+	}
+	time.Sleep(50 * time.Millisecond) // let a prefetch land
+	keys, err := srv.Client().Keys(context.Background(), "rl:edge:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys: got %v, %v; want one", keys, err)
+	}
+	tokens := func() int64 {
+		v, err := srv.Client().HGet(context.Background(), keys[0], "tok0").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// A token of 1000 per minute is 60000/gcd(1000,60000)=60 units.
+	before := tokens() / 60
+	if before > 1000-100 {
+		t.Fatalf("before Close: bucket holds %d tokens; want a lease of 100 taken", before)
+	}
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after := tokens() / 60
+	// 3 spent; refill in the meantime may add a few.
+	if after < 1000-3 || after > 1000 {
+		t.Errorf("after Close: bucket holds %d tokens, want 997..1000 (leases returned)", after)
+	}
+	if !strings.Contains(in.logs.String(), "enforcer stopped") {
+		t.Errorf("logs: no shutdown line")
+	}
+}

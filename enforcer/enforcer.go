@@ -1,0 +1,371 @@
+// Package enforcer owns the rate-limit sidecar: an Envoy Rate Limit Service (RLS v3) gRPC
+// server that decides each request's descriptors with the engine, leasing tokens from a store
+// (in-process memory, or Redis single, Sentinel or Cluster), and everything around it: rollout
+// stages, the circuit breaker and failure modes, response headers, Prometheus metrics, health,
+// hot reload of the policy snapshot and the decision journal.
+//
+// A daemon is Spawn(ctx, cfg) plus Close, so tests start real in-process instances.
+//
+// # Matching
+//
+// Descriptors are matched with policy.Domain.Lookup, compatible with envoyproxy/ratelimit. As
+// there, a request for an unknown domain, or a descriptor no rule matches, is OK with a status
+// that carries no limit; it is counted as rate_limit_requests_total{rule=""}.
+//
+// # Decisions
+//
+// Each matched descriptor spends its cost (the descriptor's hits_addend, else the request's,
+// else the rule's cost) from the store key of its domain, rule and entry values. A descriptor's
+// limit override replaces the rule's limits with one limit of the override's rate and the rule's
+// first algorithm, under a key of its own; it applies only to descriptors a rule matches. The
+// rule's stage then decides the answer: shadow admits and counts a shadow block, soft admits
+// with a RateLimit-Warning header, canary enforces on the instances whose stable hash of the
+// instance ID falls within the rule's percent and is soft elsewhere, enforce rejects.
+//
+// When the store is unavailable (a timeout, an error, or the open circuit breaker) and the
+// local leased tokens are spent, a fail-closed rule denies, and a fail-open rule admits up to
+// its local fallback bucket (everything when it has none), counting
+// rate_limit_bypassed_total{reason="redis_circuit_open"} (or reason="store_error" for a failure
+// before the breaker opens).
+package enforcer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/journal"
+)
+
+// Enforcer is a running sidecar. Its methods are safe for concurrent use.
+type Enforcer struct {
+	conf       Config
+	log        *slog.Logger
+	mx         *metrics
+	clock      engine.Clock
+	cfg        atomic.Pointer[runtimeConfig]
+	loadedAt   atomic.Int64
+	legacy     bool
+	cooldownMs int64
+
+	redis    redis.UniversalClient
+	breaker  *breaker
+	store    *guardedStore
+	leasing  *leasing
+	fallback *engine.Memory
+
+	journal     *journal.Writer
+	journalFile *os.File
+	seq         atomic.Uint64
+
+	grpc    *grpc.Server
+	health  *health.Server
+	grpcLn  net.Listener
+	admin   *http.Server
+	adminLn net.Listener
+	ready   atomic.Bool
+
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// wallClock is the enforcer's engine clock: Unix milliseconds.
+var wallClock = engine.ClockFunc(func() int64 { return time.Now().UnixMilli() })
+
+// Spawn starts an enforcer: it loads the snapshot, connects the store, and serves gRPC and the
+// admin endpoints until Close. An error leaves nothing running.
+func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
+	c, err = c.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("enforcer: %w", err)
+	}
+	e = &Enforcer{conf: c, log: c.Logger, clock: wallClock, legacy: c.LegacyHeaders,
+		cooldownMs: c.BreakerCooldown.Milliseconds(), fallback: engine.NewMemory(wallClock)}
+	defer func() {
+		if err != nil {
+			e.Close()
+			e = nil
+		}
+	}()
+	if c.JournalPath != "" {
+		if err := e.openJournal(); err != nil {
+			return e, err
+		}
+	}
+	e.mx = newMetrics(func() float64 { return float64(e.journal.Dropped()) })
+	inner, detach, err := e.openStore()
+	if err != nil {
+		return e, err
+	}
+	e.breaker = newBreaker(c.BreakerFailures, e.cooldownMs, e.clock, func(from, to BreakerState) {
+		e.mx.breaker.Set(float64(to))
+		e.mx.breakerTrans.WithLabelValues(to.String()).Inc()
+		e.log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
+	})
+	e.store = newGuardedStore(inner, c.StoreTimeout, detach, e.breaker, e.clock, e.journal, e.mx)
+	e.leasing = newLeasing(e.store, e.clock, c.StoreTimeout, c.Store == "redis")
+	if err := e.reload(); err != nil {
+		return e, err
+	}
+
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	e.stop = stop
+	if err := e.serveGRPC(); err != nil {
+		return e, err
+	}
+	if err := e.serveAdmin(); err != nil {
+		return e, err
+	}
+	if err := e.watch(runCtx); err != nil {
+		return e, err
+	}
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.leasing.sweep(runCtx) }()
+	e.ready.Store(true)
+	e.log.Info("enforcer started", "grpc", e.GRPCAddr(), "admin", e.AdminAddr(), "store", c.Store,
+		"instance", c.InstanceID, "config_version", e.cfg.Load().version)
+	return e, nil
+}
+
+// GRPCAddr is the address the RLS gRPC service listens on.
+func (e *Enforcer) GRPCAddr() string {
+	if e.grpcLn == nil {
+		return ""
+	}
+	return e.grpcLn.Addr().String()
+}
+
+// AdminAddr is the address of the admin HTTP server, or "" when it is off.
+func (e *Enforcer) AdminAddr() string {
+	if e.adminLn == nil {
+		return ""
+	}
+	return e.adminLn.Addr().String()
+}
+
+// ConfigVersion is the version of the snapshot being served.
+func (e *Enforcer) ConfigVersion() string {
+	if c := e.cfg.Load(); c != nil {
+		return c.version
+	}
+	return ""
+}
+
+// BreakerState is the store circuit breaker's state.
+func (e *Enforcer) BreakerState() BreakerState {
+	if e.breaker == nil {
+		return BreakerClosed
+	}
+	return e.breaker.State()
+}
+
+// Close shuts the enforcer down gracefully: it stops accepting calls, finishes those in
+// flight, returns unspent leased tokens to the store and flushes the journal, within
+// Config.ShutdownTimeout. It is safe to call more than once.
+func (e *Enforcer) Close() error {
+	e.closeOnce.Do(func() {
+		deadline := time.Now().Add(e.conf.ShutdownTimeout)
+		e.ready.Store(false)
+		if e.health != nil {
+			e.health.Shutdown()
+		}
+		if e.stop != nil {
+			e.stop()
+		}
+		var errs []error
+		if e.grpc != nil {
+			done := make(chan struct{})
+			go func() { e.grpc.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Until(deadline) / 2):
+				e.grpc.Stop()
+				<-done
+			}
+		}
+		if e.leasing != nil {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			if err := e.leasing.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("returning leases: %w", err))
+			}
+			cancel()
+		}
+		if e.admin != nil {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			_ = e.admin.Shutdown(ctx)
+			cancel()
+		}
+		e.wg.Wait()
+		if e.redis != nil {
+			_ = e.redis.Close()
+		}
+		if e.journal != nil {
+			errs = append(errs, e.journal.Close())
+			errs = append(errs, e.journalFile.Close())
+		}
+		e.closeErr = errors.Join(errs...)
+		if e.log != nil {
+			e.log.Info("enforcer stopped", "error", e.closeErr)
+		}
+	})
+	return e.closeErr
+}
+
+func (e *Enforcer) openJournal() error {
+	f, err := os.OpenFile(e.conf.JournalPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("enforcer: journal: %w", err)
+	}
+	opts := journal.Options{}
+	if e.conf.JournalBlock {
+		opts.Policy = journal.Block
+	}
+	w, err := journal.NewWriter(f, journal.Header{Instance: e.conf.InstanceID, StartMs: e.clock.Now()}, opts)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("enforcer: journal: %w", err)
+	}
+	e.journal, e.journalFile = w, f
+	return nil
+}
+
+// openStore connects the configured store. detach is true for network stores.
+func (e *Enforcer) openStore() (engine.Store, bool, error) {
+	c := e.conf
+	if c.Store == "memory" {
+		return engine.NewMemory(e.clock), false, nil
+	}
+	o := &redis.UniversalOptions{
+		MasterName:            c.SentinelMaster,
+		Password:              c.RedisPassword,
+		DialTimeout:           max(c.StoreTimeout, 100*time.Millisecond),
+		ReadTimeout:           max(c.StoreTimeout, time.Millisecond),
+		WriteTimeout:          max(c.StoreTimeout, time.Millisecond),
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1, // never retry inside the store timeout
+		DialerRetries:         1,
+		PoolSize:              64,
+		MinIdleConns:          4,
+		PoolTimeout:           max(c.StoreTimeout, time.Millisecond),
+		Protocol:              2,
+		DisableIdentity:       true,
+	}
+	switch {
+	case c.RedisURL != "":
+		u, err := redis.ParseURL(c.RedisURL)
+		if err != nil {
+			return nil, false, fmt.Errorf("enforcer: --redis-url: %w", err)
+		}
+		o.Addrs, o.DB, o.Username = []string{u.Addr}, u.DB, u.Username
+		if u.Password != "" {
+			o.Password = u.Password
+		}
+		o.TLSConfig = u.TLSConfig
+		e.redis = redis.NewClient(o.Simple())
+	case len(c.SentinelAddrs) > 0:
+		o.Addrs = c.SentinelAddrs
+		e.redis = redis.NewFailoverClient(o.Failover())
+	default:
+		o.Addrs = c.ClusterAddrs
+		e.redis = redis.NewClusterClient(o.Cluster())
+	}
+	quietRedisLog.Do(func() { redis.SetLogger(discardLogger{}) })
+	st := engine.NewRedis(e.redis)
+	// Warm up outside the store timeout: dial the pool's first connections and load the
+	// scripts (EVALSHA falls back to EVAL once), so the first requests do not time out.
+	// A Redis that is down now is not fatal: the breaker and failure modes handle it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	warm := []engine.Limit{{Algorithm: engine.TokenBucket, Requests: 1, Window: 1000}}
+	if _, err := st.Take(ctx, engine.TakeRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, Want: 1}); err != nil {
+		e.log.Warn("redis warm-up failed; starting anyway", "error", err.Error())
+	} else {
+		_ = st.Return(ctx, engine.ReturnRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, N: 1})
+	}
+	return st, true, nil
+}
+
+func (e *Enforcer) serveGRPC() error {
+	ln, err := net.Listen("tcp", e.conf.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("enforcer: --grpc-addr: %w", err)
+	}
+	e.grpcLn = ln
+	// Stream workers reuse goroutines across calls and the shared write buffer frees each
+	// connection's buffer between writes: both cut the per-call CPU of a unary RPC.
+	e.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.MaxConcurrentStreams(1024),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))), grpc.SharedWriteBuffer(true))
+	rlsv3.RegisterRateLimitServiceServer(e.grpc, service{e: e})
+	e.health = health.NewServer()
+	e.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(e.grpc, e.health)
+	reflection.Register(e.grpc)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := e.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			e.log.Error("grpc server", "error", err)
+		}
+	}()
+	return nil
+}
+
+func (e *Enforcer) serveAdmin() error {
+	if e.conf.AdminAddr == "off" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", e.conf.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("enforcer: --admin-addr: %w", err)
+	}
+	e.adminLn = ln
+	e.admin = &http.Server{Handler: e.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := e.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Error("admin server", "error", err)
+		}
+	}()
+	return nil
+}
+
+// readFile reads the snapshot, returning its bytes for hashing.
+func readFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("empty file")
+	}
+	return b, nil
+}
+
+// go-redis logs every failed dial through a process-wide logger; the breaker's state changes
+// and the store metrics say the same once, so its lines are dropped.
+var quietRedisLog sync.Once
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}

@@ -1,0 +1,168 @@
+package enforcer
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/journal"
+)
+
+// ErrCircuitOpen is the error of a store call refused because the circuit breaker is open.
+var ErrCircuitOpen = errors.New("store: circuit breaker open")
+
+// ErrStoreTimeout is the error of a store call that did not answer within the store timeout.
+var ErrStoreTimeout = errors.New("store: timeout")
+
+// guardedStore wraps the real store with everything a store call owes the request path: the
+// circuit breaker (no call while it is open), a hard timeout, metrics and the journal's store
+// records. It implements engine.Store, so the lease manager sees an ordinary store.
+type guardedStore struct {
+	inner   engine.Store
+	timeout time.Duration
+	// detach runs each call on a goroutine of its own and stops waiting at the timeout, so
+	// that no client-library behaviour (dial retries, a pool wait) can hold a request longer.
+	// The in-process memory store never blocks and is called directly.
+	detach  bool
+	breaker *breaker
+	clock   engine.Clock
+	journal *journal.Writer
+
+	granted, denied, failed, timedOut, open prometheus.Counter
+	returned, returnFailed                  prometheus.Counter
+	takeLatency, returnLatency              prometheus.Observer
+	leaseSize                               prometheus.Observer
+}
+
+func newGuardedStore(inner engine.Store, timeout time.Duration, detach bool, br *breaker, clock engine.Clock, j *journal.Writer, mx *metrics) *guardedStore {
+	return &guardedStore{
+		inner: inner, timeout: timeout, detach: detach, breaker: br, clock: clock, journal: j,
+		granted:       mx.storeCalls.WithLabelValues("take", "granted"),
+		denied:        mx.storeCalls.WithLabelValues("take", "denied"),
+		failed:        mx.storeCalls.WithLabelValues("take", "error"),
+		timedOut:      mx.storeCalls.WithLabelValues("take", "timeout"),
+		open:          mx.storeCalls.WithLabelValues("take", "circuit_open"),
+		returned:      mx.storeCalls.WithLabelValues("return", "ok"),
+		returnFailed:  mx.storeCalls.WithLabelValues("return", "error"),
+		takeLatency:   mx.storeLatency.WithLabelValues("take"),
+		returnLatency: mx.storeLatency.WithLabelValues("return"),
+		leaseSize:     mx.leaseSize,
+	}
+}
+
+type takeReply struct {
+	res engine.Result
+	err error
+}
+
+// Take implements engine.Store.
+func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
+	if !g.breaker.Allow() {
+		g.open.Inc()
+		g.journalTake(r, engine.Result{}, ErrCircuitOpen, 0)
+		return engine.Result{}, ErrCircuitOpen
+	}
+	start := time.Now()
+	var res engine.Result
+	var err error
+	if g.detach {
+		res, err = g.detached(ctx, r)
+	} else {
+		res, err = g.inner.Take(ctx, r)
+	}
+	took := time.Since(start)
+	g.takeLatency.Observe(took.Seconds())
+	g.breaker.Record(err == nil || errors.Is(err, engine.ErrBadRequest))
+	switch {
+	case errors.Is(err, ErrStoreTimeout) || errors.Is(err, context.DeadlineExceeded):
+		g.timedOut.Inc()
+	case err != nil:
+		g.failed.Inc()
+	case res.Granted > 0:
+		g.granted.Inc()
+		g.leaseSize.Observe(float64(res.Granted))
+	default:
+		g.denied.Inc()
+	}
+	g.journalTake(r, res, err, took)
+	return res, err
+}
+
+func (g *guardedStore) detached(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	ch := make(chan takeReply, 1)
+	go func() {
+		res, err := g.inner.Take(ctx, r)
+		ch <- takeReply{res, err}
+	}()
+	select {
+	case rep := <-ch:
+		if rep.err != nil && ctx.Err() != nil {
+			return rep.res, ErrStoreTimeout
+		}
+		return rep.res, rep.err
+	case <-ctx.Done():
+		// The call may still debit tokens that nobody spends: an under-admission, never an
+		// over-admission.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return engine.Result{}, ErrStoreTimeout
+		}
+		return engine.Result{}, ctx.Err()
+	}
+}
+
+// Return implements engine.Store. Returns are not on the request path; they use the same
+// timeout and breaker, and a failed return only strands tokens until the key's TTL.
+func (g *guardedStore) Return(ctx context.Context, r engine.ReturnRequest) error {
+	if !g.breaker.Allow() {
+		g.returnFailed.Inc()
+		g.journalReturn(r, ErrCircuitOpen, 0)
+		return ErrCircuitOpen
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(g.timeout, 50*time.Millisecond))
+	defer cancel()
+	start := time.Now()
+	err := g.inner.Return(ctx, r)
+	took := time.Since(start)
+	g.returnLatency.Observe(took.Seconds())
+	g.breaker.Record(err == nil || errors.Is(err, engine.ErrBadRequest))
+	if err != nil {
+		g.returnFailed.Inc()
+	} else {
+		g.returned.Inc()
+	}
+	g.journalReturn(r, err, took)
+	return err
+}
+
+func (g *guardedStore) journalTake(r engine.TakeRequest, res engine.Result, err error, took time.Duration) {
+	if g.journal == nil {
+		return
+	}
+	rec := journal.Record{Kind: journal.KindStore, TimeMs: g.clock.Now(), Op: journal.OpTake, Key: r.Key,
+		Want: r.Want, Min: r.Min, Got: res.Granted, Remaining: res.Remaining, RetryMs: res.RetryAfter,
+		ResetMs: res.ResetAfter, LatencyUs: took.Microseconds()}
+	if res.Now > 0 {
+		rec.TimeMs = res.Now
+	}
+	if err != nil {
+		rec.Err = err.Error()
+	}
+	g.journal.Write(rec)
+}
+
+func (g *guardedStore) journalReturn(r engine.ReturnRequest, err error, took time.Duration) {
+	if g.journal == nil {
+		return
+	}
+	rec := journal.Record{Kind: journal.KindStore, TimeMs: g.clock.Now(), Op: journal.OpReturn, Key: r.Key,
+		Got: r.N, LatencyUs: took.Microseconds()}
+	if err != nil {
+		rec.Err = err.Error()
+	}
+	g.journal.Write(rec)
+}

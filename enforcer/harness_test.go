@@ -1,0 +1,172 @@
+package enforcer
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+// testRule builds a rule matching stage=<name> and any user, n requests per minute.
+func testRule(name string, n int64, stage policy.Stage, fm policy.FailureMode) *policy.Rule {
+	return &policy.Rule{
+		Name: name,
+		Match: []policy.Match{
+			{Key: "stage", Value: name, Kind: policy.MatchExact},
+			{Key: "user", Kind: policy.MatchAny},
+		},
+		Limits:         []policy.Limit{{Requests: n, WindowMs: 60_000, Burst: n, Algorithm: policy.TokenBucket, Cost: 1}},
+		Stage:          stage,
+		FailureMode:    fm,
+		StoreTimeoutMs: 5,
+		Lease:          policy.Lease{Min: 1, Max: 1, LookaheadMs: 250, LowWatermark: 0, TTLMs: 10_000},
+	}
+}
+
+// testModel is the model most tests use: one rule per stage and failure mode.
+func testModel() *policy.Model {
+	fb := testRule("open-fallback", 3, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen)
+	fb.Fallback = &policy.Rate{Requests: 2, WindowMs: 60_000}
+	return &policy.Model{Domains: []*policy.Domain{{
+		Name: "edge",
+		Rules: []*policy.Rule{
+			testRule("enforce", 3, policy.Stage{Name: policy.StageEnforce}, policy.FailClosed),
+			testRule("shadow", 3, policy.Stage{Name: policy.StageShadow}, policy.FailOpen),
+			testRule("soft", 3, policy.Stage{Name: policy.StageSoft}, policy.FailOpen),
+			testRule("canary-all", 3, policy.Stage{Name: policy.StageCanary, CanaryPercent: 100}, policy.FailOpen),
+			testRule("canary-none", 3, policy.Stage{Name: policy.StageCanary, CanaryPercent: 0}, policy.FailOpen),
+			testRule("open", 3, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen),
+			fb,
+			testRule("big", 1_000_000, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen),
+		},
+	}}}
+}
+
+func writeSnapshot(t testing.TB, path string, m *policy.Model) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := policy.WriteSnapshot(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// instance is an in-process enforcer and a client for it.
+type instance struct {
+	*Enforcer
+	client rlsv3.RateLimitServiceClient
+	conn   *grpc.ClientConn
+	path   string
+	logs   *syncBuffer
+}
+
+// spawn starts an enforcer on free ports with m as its snapshot.
+func spawn(t testing.TB, m *policy.Model, mod func(*Config)) *instance {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "snapshot.json")
+	writeSnapshot(t, path, m)
+	logs := &syncBuffer{}
+	c := Config{SnapshotPath: path, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", InstanceID: "test-pod",
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if mod != nil {
+		mod(&c)
+	}
+	e, err := Spawn(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(e.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{Enforcer: e, client: rlsv3.NewRateLimitServiceClient(conn), conn: conn, path: path, logs: logs}
+	t.Cleanup(func() {
+		conn.Close()
+		e.Close()
+	})
+	return in
+}
+
+// ask sends one request with one descriptor per entry list.
+func (in *instance) ask(t testing.TB, domain string, descs ...[]string) *rlsv3.RateLimitResponse {
+	t.Helper()
+	resp, err := in.client.ShouldRateLimit(context.Background(), request(domain, descs...))
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp
+}
+
+// request builds a RateLimitRequest; each descriptor is "key=value" strings.
+func request(domain string, descs ...[]string) *rlsv3.RateLimitRequest {
+	req := &rlsv3.RateLimitRequest{Domain: domain}
+	for _, d := range descs {
+		rd := &commonv3.RateLimitDescriptor{}
+		for _, kv := range d {
+			k, v, _ := strings.Cut(kv, "=")
+			rd.Entries = append(rd.Entries, &commonv3.RateLimitDescriptor_Entry{Key: k, Value: v})
+		}
+		req.Descriptors = append(req.Descriptors, rd)
+	}
+	return req
+}
+
+func header(resp *rlsv3.RateLimitResponse, name string) string {
+	for _, h := range resp.ResponseHeadersToAdd {
+		if h.Key == name {
+			return h.Value
+		}
+	}
+	return ""
+}
+
+// metric returns the value of the sample line starting with prefix on /metrics, or -1.
+func (in *instance) metric(t testing.TB, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + in.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, prefix+" ") {
+			var v float64
+			if _, err := fmtSscan(line[len(prefix)+1:], &v); err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+// eventually retries f until it returns true or d passes.
+func eventually(t testing.TB, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

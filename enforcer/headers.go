@@ -1,0 +1,158 @@
+package enforcer
+
+import (
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// Response header names.
+const (
+	HeaderPolicy          = "RateLimit-Policy"
+	HeaderRateLimit       = "RateLimit"
+	HeaderRetryAfter      = "Retry-After"
+	HeaderWarning         = "RateLimit-Warning"
+	HeaderLegacyLimit     = "X-RateLimit-Limit"
+	HeaderLegacyRemaining = "X-RateLimit-Remaining"
+	HeaderLegacyReset     = "X-RateLimit-Reset"
+)
+
+// limitView is what responses say about one limit of one rule. It is built once per config and
+// shared by every response: protobuf messages are safe to marshal concurrently, and sharing
+// them keeps the request path from allocating them.
+type limitView struct {
+	requests, windowMs int64
+	// current is the DescriptorStatus.current_limit.
+	current *rlsv3.RateLimitResponse_RateLimit
+	// policy is `RateLimit-Policy: "rule";q=100;w=60` (draft-ietf-httpapi-ratelimit-headers).
+	policy *corev3.HeaderValue
+	// legacyLimit is `X-RateLimit-Limit: 100, 100;w=60`.
+	legacyLimit *corev3.HeaderValue
+	// warning is the RateLimit-Warning of the soft stage.
+	warning *corev3.HeaderValue
+	// quotedName is the rule name as a structured-field string, for the RateLimit header.
+	quotedName string
+}
+
+func newLimitView(rule string, requests, windowMs int64) *limitView {
+	w := ceilSeconds(windowMs)
+	name := sfString(rule)
+	unit, mult := rlsUnit(windowMs)
+	current := &rlsv3.RateLimitResponse_RateLimit{
+		Name:            rule,
+		RequestsPerUnit: uint32(min(requests, 1<<32-1)),
+		Unit:            unit,
+	}
+	if mult != 1 {
+		current.UnitMultiplier = wrapperspb.UInt32(mult)
+	}
+	q := strconv.FormatInt(requests, 10)
+	ws := strconv.FormatInt(w, 10)
+	return &limitView{
+		requests:    requests,
+		windowMs:    windowMs,
+		current:     current,
+		quotedName:  name,
+		policy:      &corev3.HeaderValue{Key: HeaderPolicy, Value: name + ";q=" + q + ";w=" + ws},
+		legacyLimit: &corev3.HeaderValue{Key: HeaderLegacyLimit, Value: q + ", " + q + ";w=" + ws},
+		warning: &corev3.HeaderValue{Key: HeaderWarning, Value: name + ";q=" + q + ";w=" + ws +
+			`; over quota, admitted: this request will be rejected when the rule is enforced`},
+	}
+}
+
+// rlsUnit expresses windowMs as an RLS unit and multiplier: the largest whole unit that divides
+// it, seconds (rounded up) otherwise.
+func rlsUnit(windowMs int64) (rlsv3.RateLimitResponse_RateLimit_Unit, uint32) {
+	for _, u := range []struct {
+		ms   int64
+		unit rlsv3.RateLimitResponse_RateLimit_Unit
+	}{
+		{86_400_000, rlsv3.RateLimitResponse_RateLimit_DAY},
+		{3_600_000, rlsv3.RateLimitResponse_RateLimit_HOUR},
+		{60_000, rlsv3.RateLimitResponse_RateLimit_MINUTE},
+		{1000, rlsv3.RateLimitResponse_RateLimit_SECOND},
+	} {
+		if windowMs%u.ms == 0 {
+			return u.unit, uint32(min(windowMs/u.ms, 1<<32-1))
+		}
+	}
+	return rlsv3.RateLimitResponse_RateLimit_SECOND, uint32(min(ceilSeconds(windowMs), 1<<32-1))
+}
+
+// sfString quotes s as an RFC 8941 structured-field string, dropping characters it cannot hold.
+func sfString(s string) string {
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c >= 0x20 && c < 0x7f:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
+}
+
+// ceilSeconds is ms in whole seconds, rounded up, and at least 0.
+func ceilSeconds(ms int64) int64 {
+	if ms <= 0 {
+		return 0
+	}
+	return (ms + 999) / 1000
+}
+
+// headerChoice is the descriptor whose limit the response headers describe: the most
+// restrictive one, that is the one with the fewest remaining tokens, the later reset on ties.
+type headerChoice struct {
+	view      *limitView
+	remaining int64
+	resetMs   int64
+	retryMs   int64 // > 0 when the descriptor is rejected
+	warn      bool  // over the limit in the soft stage
+}
+
+// better reports whether c is more restrictive than o.
+func (c *headerChoice) better(o *headerChoice) bool {
+	if o.view == nil {
+		return true
+	}
+	if (c.retryMs > 0) != (o.retryMs > 0) {
+		return c.retryMs > 0
+	}
+	if c.remaining != o.remaining {
+		return c.remaining < o.remaining
+	}
+	return c.resetMs > o.resetMs
+}
+
+// appendHeaders appends the response headers for c: RateLimit-Policy and RateLimit always,
+// Retry-After when rejected, RateLimit-Warning when c is over in soft, X-RateLimit-* when
+// legacy.
+func appendHeaders(dst []*corev3.HeaderValue, c *headerChoice, warn, legacy bool) []*corev3.HeaderValue {
+	v := c.view
+	reset := ceilSeconds(c.resetMs)
+	rem := max(c.remaining, 0)
+	var buf [96]byte
+	b := append(buf[:0], v.quotedName...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, rem, 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, reset, 10)
+	dst = append(dst, v.policy, &corev3.HeaderValue{Key: HeaderRateLimit, Value: string(b)})
+	if c.retryMs > 0 {
+		dst = append(dst, &corev3.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(max(ceilSeconds(c.retryMs), 1), 10)})
+	}
+	if warn {
+		dst = append(dst, v.warning)
+	}
+	if legacy {
+		dst = append(dst, v.legacyLimit,
+			&corev3.HeaderValue{Key: HeaderLegacyRemaining, Value: strconv.FormatInt(rem, 10)},
+			&corev3.HeaderValue{Key: HeaderLegacyReset, Value: strconv.FormatInt(reset, 10)})
+	}
+	return dst
+}

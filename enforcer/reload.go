@@ -1,0 +1,116 @@
+package enforcer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/rlctl/rlctl/journal"
+)
+
+// reload reads, validates and compiles the snapshot file and swaps it in atomically. On error
+// the old config keeps serving. Store state lives in the store and leases in the limiter, both
+// keyed by domain, rule and values, so the counters and leases of unchanged rules survive.
+func (e *Enforcer) reload() error {
+	raw, err := readFile(e.conf.SnapshotPath)
+	if err == nil {
+		var rc *runtimeConfig
+		if rc, err = e.compileSnapshot(raw); err == nil {
+			old := e.cfg.Swap(rc)
+			if old != nil {
+				e.mx.configInfo.DeleteLabelValues(old.version)
+			}
+			now := e.clock.Now()
+			e.loadedAt.Store(now)
+			e.mx.configInfo.WithLabelValues(rc.version).Set(1)
+			e.mx.configVer.Set(float64(now) / 1000)
+			e.mx.reloads.WithLabelValues("ok").Inc()
+			e.journal.Write(journal.Record{Kind: journal.KindConfig, TimeMs: now, ConfigVersion: rc.version, Rules: rc.rules})
+			if old != nil {
+				e.log.Info("config reloaded", "version", rc.version, "previous", old.version, "rules", rc.rules)
+			}
+			return nil
+		}
+	}
+	e.mx.reloads.WithLabelValues("error").Inc()
+	err = fmt.Errorf("enforcer: --config %s: %w", e.conf.SnapshotPath, err)
+	if e.cfg.Load() != nil {
+		e.log.Error("config reload rejected; the previous config keeps serving", "error", err.Error(),
+			"version", e.cfg.Load().version)
+	}
+	return err
+}
+
+func (e *Enforcer) compileSnapshot(raw []byte) (*runtimeConfig, error) {
+	m, err := readSnapshot(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	return compile(m, raw, e.conf.InstanceID, e.mx, e.leasing)
+}
+
+// watch reloads the snapshot when it changes. It watches the file's directory, so that an
+// atomic replace (write a temporary file, rename it over) and Kubernetes ConfigMap symlink
+// swaps are seen, and waits for 100ms of quiet before reloading a burst of events.
+func (e *Enforcer) watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("enforcer: watching --config: %w", err)
+	}
+	path, err := filepath.Abs(e.conf.SnapshotPath)
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("enforcer: watching --config: %w", err)
+	}
+	if err := w.Add(filepath.Dir(path)); err != nil {
+		w.Close()
+		return fmt.Errorf("enforcer: watching --config: %w", err)
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer w.Close()
+		const quiet = 100 * time.Millisecond
+		timer := time.NewTimer(time.Hour)
+		timer.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				// Any change in the directory may be a replace of the file or of a symlink
+				// leading to it (..data in a ConfigMap); an unchanged file reloads to the same
+				// version harmlessly.
+				if filepath.Clean(ev.Name) == path || filepath.Base(ev.Name) == "..data" || ev.Has(fsnotify.Create) {
+					timer.Reset(quiet)
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				e.log.Error("watching --config", "error", err)
+			case <-timer.C:
+				if c := e.cfg.Load(); c != nil {
+					if raw, err := readFile(e.conf.SnapshotPath); err == nil && sameVersion(raw, c.version) {
+						continue
+					}
+				}
+				_ = e.reload()
+			}
+		}
+	}()
+	return nil
+}
+
+// sameVersion reports whether raw hashes to version.
+func sameVersion(raw []byte, version string) bool {
+	return versionOf(raw) == version
+}

@@ -1,0 +1,96 @@
+package enforcer
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlctl/rlctl/journal"
+	"github.com/rlctl/rlctl/policy"
+)
+
+// TestReloadUnderLoad swaps the snapshot while requests flow: no errors, the new rule serves,
+// the counters of an unchanged rule survive, and a bad file is rejected while the old config
+// keeps serving.
+func TestReloadUnderLoad(t *testing.T) {
+	in := spawn(t, testModel(), func(c *Config) { c.JournalPath = t.TempDir() + "/journal.jsonl" })
+	for range 3 {
+		in.ask(t, "edge", []string{"stage=enforce", "user=keep"}) // spends the 3 tokens
+	}
+	l := startLoad(in, []string{"big", "open"}, 4)
+	v1 := in.ConfigVersion()
+
+	m := testModel()
+	m.Domains[0].Rules = append(m.Domains[0].Rules, testRule("added", 1, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen))
+	writeSnapshot(t, in.path, m)
+	eventually(t, 3*time.Second, "the new version", func() bool { return in.ConfigVersion() != v1 })
+	if got := in.ask(t, "edge", []string{"stage=added", "user=a"}).Statuses[0].CurrentLimit.GetName(); got != "added" {
+		t.Errorf("new rule: got limit %q, want added", got)
+	}
+	if got := in.ask(t, "edge", []string{"stage=enforce", "user=keep"}).OverallCode; got != over {
+		t.Errorf("unchanged rule after reload: got %v, want OVER_LIMIT (its counter survives)", got)
+	}
+
+	v2 := in.ConfigVersion()
+	if err := os.WriteFile(in.path, []byte(`{"schema_version": 1, "oops": true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Second, "the reload error metric", func() bool {
+		return in.metric(t, `rate_limit_config_reloads_total{result="error"}`) >= 1
+	})
+	if got := in.ConfigVersion(); got != v2 {
+		t.Errorf("after a bad file: version %s, want %s still serving", got, v2)
+	}
+	if !strings.Contains(in.logs.String(), "config reload rejected") {
+		t.Errorf("logs: no rejection line")
+	}
+	_, _, _, n := l.finish()
+	if got := l.errs.Load(); got != 0 || n == 0 {
+		t.Errorf("gRPC errors during reloads: got %d of %d, want 0", got, n)
+	}
+
+	// The journal holds both config versions and the decisions.
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(in.conf.JournalPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := journal.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[journal.Kind]int{}
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		kinds[rec.Kind]++
+	}
+	if kinds[journal.KindConfig] != 2 || kinds[journal.KindDecision] < n || kinds[journal.KindStore] == 0 {
+		t.Errorf("journal kinds: got %v, want 2 configs, ≥ %d decisions, some store replies", kinds, n)
+	}
+}
+
+// BenchmarkShouldRateLimit is the in-process hot path: a lease hit on one key (memory store).
+func BenchmarkShouldRateLimit(b *testing.B) {
+	m := testModel()
+	m.Domains[0].Rules[7].Lease = policy.Lease{Min: 5, Max: 500, LookaheadMs: 250, TTLMs: 10_000}
+	in := spawn(b, m, nil)
+	svc := service{e: in.Enforcer}
+	req := request("edge", []string{"stage=big", "user=hot"})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,190 @@
+package enforcer
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+const (
+	ok   = rlsv3.RateLimitResponse_OK
+	over = rlsv3.RateLimitResponse_OVER_LIMIT
+)
+
+// TestStages sends 5 requests to a 3-per-minute rule in each stage.
+func TestStages(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	for _, tc := range []struct {
+		stage   string
+		want    []rlsv3.RateLimitResponse_Code
+		warning bool // the 4th and 5th answers carry RateLimit-Warning
+		metric  string
+	}{
+		{"enforce", []rlsv3.RateLimitResponse_Code{ok, ok, ok, over, over}, false, `rate_limit_requests_total{decision="over_limit",domain="edge",rule="enforce"}`},
+		{"shadow", []rlsv3.RateLimitResponse_Code{ok, ok, ok, ok, ok}, false, `rate_limit_shadow_block_total{domain="edge",rule="shadow"}`},
+		{"soft", []rlsv3.RateLimitResponse_Code{ok, ok, ok, ok, ok}, true, `rate_limit_requests_total{decision="soft_over",domain="edge",rule="soft"}`},
+		{"canary-all", []rlsv3.RateLimitResponse_Code{ok, ok, ok, over, over}, false, `rate_limit_requests_total{decision="over_limit",domain="edge",rule="canary-all"}`},
+		{"canary-none", []rlsv3.RateLimitResponse_Code{ok, ok, ok, ok, ok}, true, `rate_limit_requests_total{decision="soft_over",domain="edge",rule="canary-none"}`},
+	} {
+		t.Run(tc.stage, func(t *testing.T) {
+			for i, want := range tc.want {
+				resp := in.ask(t, "edge", []string{"stage=" + tc.stage, "user=u1"})
+				if got := resp.OverallCode; got != want {
+					t.Errorf("request %d: overall code: got %v, want %v", i, got, want)
+				}
+				if got := resp.Statuses[0].Code; got != want {
+					t.Errorf("request %d: status code: got %v, want %v", i, got, want)
+				}
+				if got, want := header(resp, HeaderWarning) != "", tc.warning && i >= 3; got != want {
+					t.Errorf("request %d: RateLimit-Warning present: got %v, want %v", i, got, want)
+				}
+			}
+			if got, want := in.metric(t, tc.metric), 2.0; got != want {
+				t.Errorf("%s: got %v, want %v", tc.metric, got, want)
+			}
+		})
+	}
+	if !strings.Contains(in.logs.String(), `"msg":"RateLimitShadowBlock"`) {
+		t.Errorf("logs: no RateLimitShadowBlock event in %s", in.logs.String())
+	}
+}
+
+func TestStatusesAndHeaders(t *testing.T) {
+	in := spawn(t, testModel(), func(c *Config) { c.LegacyHeaders = true })
+	// Three descriptors: a limited one, an unmatched one, and a roomy one.
+	var resp *rlsv3.RateLimitResponse
+	for range 4 {
+		resp = in.ask(t, "edge", []string{"stage=enforce", "user=u2"}, []string{"nothing=here"}, []string{"stage=big", "user=u2"})
+	}
+	if got, want := resp.OverallCode, over; got != want {
+		t.Fatalf("overall: got %v, want %v", got, want)
+	}
+	if got, want := len(resp.Statuses), 3; got != want {
+		t.Fatalf("statuses: got %d, want %d", got, want)
+	}
+	s0, s1, s2 := resp.Statuses[0], resp.Statuses[1], resp.Statuses[2]
+	if s0.Code != over || s0.CurrentLimit.GetRequestsPerUnit() != 3 || s0.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || s0.LimitRemaining != 0 {
+		t.Errorf("status 0: got %v, want OVER_LIMIT 3/MINUTE remaining 0", s0)
+	}
+	if d := s0.DurationUntilReset.AsDuration(); d <= 0 || d > 20e9 {
+		t.Errorf("status 0 duration_until_reset: got %v, want (0, 20s]", d)
+	}
+	if s1.Code != ok || s1.CurrentLimit != nil {
+		t.Errorf("unmatched status: got %v, want OK with no limit", s1)
+	}
+	// Remaining is the lease manager's view (store remaining plus the local balance), so it
+	// may lag the 4 spent tokens by a lease.
+	if s2.Code != ok || s2.CurrentLimit.GetRequestsPerUnit() != 1_000_000 || s2.LimitRemaining < 1_000_000-10 || s2.LimitRemaining > 1_000_000-3 {
+		t.Errorf("status 2: got %v, want OK 1000000/MINUTE remaining about 999996", s2)
+	}
+	for name, want := range map[string]string{
+		HeaderPolicy:          `"enforce";q=3;w=60`,
+		HeaderRateLimit:       `"enforce";r=0;t=`,
+		HeaderRetryAfter:      "20",
+		HeaderLegacyLimit:     "3, 3;w=60",
+		HeaderLegacyRemaining: "0",
+	} {
+		if got := header(resp, name); !strings.HasPrefix(got, want) {
+			t.Errorf("header %s: got %q, want prefix %q", name, got, want)
+		}
+	}
+	// An OK answer describes the most restrictive descriptor too.
+	resp = in.ask(t, "edge", []string{"stage=big", "user=u3"}, []string{"stage=shadow", "user=u3"})
+	if got, want := header(resp, HeaderRateLimit), `"shadow";r=2;t=60`; got != want {
+		t.Errorf("RateLimit: got %q, want %q", got, want)
+	}
+	if got := header(resp, HeaderRetryAfter); got != "" {
+		t.Errorf("Retry-After on OK: got %q, want none", got)
+	}
+}
+
+func TestUnknownDomain(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	resp := in.ask(t, "nope", []string{"stage=enforce", "user=x"})
+	if resp.OverallCode != ok || len(resp.Statuses) != 1 || resp.Statuses[0].Code != ok || resp.Statuses[0].CurrentLimit != nil {
+		t.Errorf("got %v, want OK with one status and no limit", resp)
+	}
+	if len(resp.ResponseHeadersToAdd) != 0 {
+		t.Errorf("headers: got %v, want none", resp.ResponseHeadersToAdd)
+	}
+}
+
+func TestHitsAddendAndOverride(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	req := request("edge", []string{"stage=enforce", "user=h1"})
+	req.HitsAddend = 2
+	steps := []struct {
+		reqHits  uint32
+		descHits *wrapperspb.UInt64Value
+		want     rlsv3.RateLimitResponse_Code
+		rem      uint32
+	}{
+		{2, nil, ok, 1},                    // request-level addend
+		{2, wrapperspb.UInt64(1), ok, 0},   // descriptor addend overrides it
+		{0, nil, over, 0},                  // default cost 1, none left
+		{0, wrapperspb.UInt64(0), over, 0}, // 0 means the default
+	}
+	for i, s := range steps {
+		req.HitsAddend = s.reqHits
+		req.Descriptors[0].HitsAddend = s.descHits
+		resp, err := in.client.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Statuses[0].Code; got != s.want {
+			t.Errorf("step %d: code: got %v, want %v", i, got, s.want)
+		}
+		if got := resp.Statuses[0].LimitRemaining; got != s.rem {
+			t.Errorf("step %d: remaining: got %d, want %d", i, got, s.rem)
+		}
+	}
+	// A limit override gives the descriptor its own limit and key.
+	req = request("edge", []string{"stage=enforce", "user=h1"})
+	req.Descriptors[0].Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 10, Unit: typev3.RateLimitUnit_SECOND}
+	resp, err := in.client.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Statuses[0]; got.Code != ok || got.CurrentLimit.GetRequestsPerUnit() != 10 || got.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND || got.LimitRemaining != 9 {
+		t.Errorf("override: got %v, want OK 10/SECOND remaining 9", got)
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	long := strings.Repeat("x", MaxValueLen+1)
+	for _, tc := range []struct {
+		name string
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{"empty domain", request("", []string{"a=b"}), "domain is empty"},
+		{"no descriptors", request("edge"), "no descriptors"},
+		{"empty entries", request("edge", []string{}), "descriptor 0 has no entries"},
+		{"empty key", request("edge", []string{"=v"}), "empty key"},
+		{"value over cap", request("edge", []string{"a=" + long}), "over the cap"},
+		{"too many entries", request("edge", strings.Split(strings.Repeat("a=b,", MaxEntries+1)[:4*(MaxEntries+1)-1], ",")), "entries, over the cap"},
+		{"bad override", func() *rlsv3.RateLimitRequest {
+			r := request("edge", []string{"a=b"})
+			r.Descriptors[0].Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
+			return r
+		}(), "limit override has unit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := in.client.ShouldRateLimit(context.Background(), tc.req)
+			if got := status.Code(err); got != codes.InvalidArgument {
+				t.Fatalf("code: got %v (%v), want InvalidArgument", got, err)
+			}
+			if !strings.Contains(status.Convert(err).Message(), tc.want) {
+				t.Errorf("message: got %q, want it to contain %q", status.Convert(err).Message(), tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,79 @@
+package enforcer
+
+import (
+	"fmt"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Size caps of a ShouldRateLimit request. A request over one is rejected with InvalidArgument:
+// the caps bound the memory and key length an untrusted caller can make the enforcer use.
+const (
+	MaxDomainLen   = 256
+	MaxDescriptors = 64
+	MaxEntries     = 16
+	MaxKeyLen      = 256
+	MaxValueLen    = 1024
+	// MaxHits caps hits_addend, on the request and on a descriptor.
+	MaxHits = 1_000_000_000
+)
+
+// invalid is a request error: a gRPC InvalidArgument status and the metric reason.
+type invalid struct {
+	reason string
+	err    error
+}
+
+// validateRequest reports what is wrong with req, or nil. It does not allocate for a valid
+// request.
+func validateRequest(req *rlsv3.RateLimitRequest) *invalid {
+	switch {
+	case req.GetDomain() == "":
+		return invalidf("empty_domain", "domain is empty")
+	case len(req.Domain) > MaxDomainLen:
+		return invalidf("too_large", "domain is %d bytes, over the cap of %d", len(req.Domain), MaxDomainLen)
+	case len(req.Descriptors) == 0:
+		return invalidf("no_descriptors", "no descriptors")
+	case len(req.Descriptors) > MaxDescriptors:
+		return invalidf("too_large", "%d descriptors, over the cap of %d", len(req.Descriptors), MaxDescriptors)
+	case req.HitsAddend > MaxHits:
+		return invalidf("too_large", "hits_addend %d is over the cap of %d", req.HitsAddend, MaxHits)
+	}
+	for i, d := range req.Descriptors {
+		switch {
+		case d == nil || len(d.Entries) == 0:
+			return invalidf("empty_descriptor", "descriptor %d has no entries", i)
+		case len(d.Entries) > MaxEntries:
+			return invalidf("too_large", "descriptor %d has %d entries, over the cap of %d", i, len(d.Entries), MaxEntries)
+		case d.HitsAddend != nil && d.HitsAddend.Value > MaxHits:
+			return invalidf("too_large", "descriptor %d: hits_addend %d is over the cap of %d", i, d.HitsAddend.Value, MaxHits)
+		case d.IsNegativeHits:
+			return invalidf("unsupported", "descriptor %d: is_negative_hits is not supported", i)
+		}
+		if l := d.Limit; l != nil {
+			if l.RequestsPerUnit == 0 {
+				return invalidf("bad_override", "descriptor %d: limit override has requests_per_unit 0", i)
+			}
+			if _, ok := overrideWindowMs(l); !ok {
+				return invalidf("bad_override", "descriptor %d: limit override has unit %v", i, l.Unit)
+			}
+		}
+		for j, e := range d.Entries {
+			switch {
+			case e == nil || e.Key == "":
+				return invalidf("empty_key", "descriptor %d entry %d has an empty key", i, j)
+			case len(e.Key) > MaxKeyLen:
+				return invalidf("too_large", "descriptor %d entry %d: key is %d bytes, over the cap of %d", i, j, len(e.Key), MaxKeyLen)
+			case len(e.Value) > MaxValueLen:
+				return invalidf("too_large", "descriptor %d entry %d (%.64s): value is %d bytes, over the cap of %d", i, j, e.Key, len(e.Value), MaxValueLen)
+			}
+		}
+	}
+	return nil
+}
+
+func invalidf(reason, format string, args ...any) *invalid {
+	return &invalid{reason: reason, err: status.Error(codes.InvalidArgument, "ShouldRateLimit: "+fmt.Sprintf(format, args...))}
+}

@@ -1,0 +1,151 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	recs := []Record{
+		{Kind: KindConfig, TimeMs: 1000, ConfigVersion: "sha256:abc", Rules: 3},
+		{Kind: KindStore, TimeMs: 1001, Op: OpTake, Key: "edge|tenant=bigcorp", Want: 500, Min: 1, Got: 500, Remaining: 9500, LatencyUs: 143},
+		{Kind: KindDecision, TimeMs: 1002, Seq: 1, Domain: "edge", Rule: "bigcorp", Key: "edge|tenant=bigcorp", Cost: 1, Engine: CodeOK, Code: CodeOK, Via: ViaLease, Remaining: 499, ResetMs: 2},
+		{Kind: KindDecision, TimeMs: 1003, Seq: 2, Index: 1, Domain: "edge", Rule: "r", Stage: "shadow", Key: "k\"\\\n\xff é", Cost: 3, Engine: CodeOver, Code: CodeOK, Via: ViaShortCircuit, ResetMs: 900},
+		{Kind: KindStore, TimeMs: 1004, Op: OpTake, Key: "k", Want: 5, Min: 1, Err: "store: timeout"},
+	}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Header{Instance: "pod-a", StartMs: 999}, Options{Policy: Block})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		w.Write(r)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.Header(), (Header{Journal: "rlctl", Version: Version, Instance: "pod-a", StartMs: 999}); got != want {
+		t.Errorf("header: got %+v, want %+v", got, want)
+	}
+	for i, want := range recs {
+		if want.Key == "k\"\\\n\xff é" {
+			want.Key = "k\"\\\n\ufffd é" // invalid UTF-8 is replaced, as encoding/json does
+		}
+		got, err := r.Next()
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("record %d: got %+v, want %+v", i, got, want)
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Errorf("after last: got %v, want io.EOF", err)
+	}
+}
+
+// TestAppendRecordIsJSON checks the hand-written encoder against encoding/json.
+func TestAppendRecordIsJSON(t *testing.T) {
+	r := Record{Kind: KindDecision, TimeMs: 5, Domain: "d\u2028\t", Cost: -1, Rule: "<x>&"}
+	line := AppendRecord(nil, &r)
+	var m map[string]any
+	if err := json.Unmarshal(line, &m); err != nil {
+		t.Fatalf("got invalid JSON %s: %v", line, err)
+	}
+	if got, want := m["dom"], "d\u2028\t"; got != want {
+		t.Errorf("dom: got %q, want %q", got, want)
+	}
+	if got, want := m["cost"], float64(-1); got != want {
+		t.Errorf("cost: got %v, want %v", got, want)
+	}
+}
+
+func TestDropPolicy(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	// Read only the header, so the writer goroutine blocks on its first record and the
+	// one-slot buffer fills.
+	w, err := newWriterAsync(pw, Options{Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, io.LimitReader(pr, 1)) }()
+	for i := 0; i < 100; i++ {
+		w.Write(Record{Kind: KindDecision, TimeMs: int64(i)})
+	}
+	if got := w.Dropped(); got < 90 {
+		t.Errorf("dropped: got %d, want at least 90 of 100", got)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w.Write(Record{Kind: KindDecision})
+	var nilW *Writer
+	nilW.Write(Record{})
+	if got := nilW.Dropped(); got != 0 {
+		t.Errorf("nil writer dropped: got %d, want 0", got)
+	}
+}
+
+// newWriterAsync is NewWriter for a pipe: the header write would block until read.
+func newWriterAsync(w io.Writer, opts Options) (*Writer, error) {
+	type res struct {
+		w   *Writer
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		jw, err := NewWriter(w, Header{}, opts)
+		ch <- res{jw, err}
+	}()
+	// The header (under 64 KiB) sits in the bufio.Writer, so NewWriter returns at once.
+	r := <-ch
+	return r.w, r.err
+}
+
+func TestReaderErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"empty", "", "empty input"},
+		{"not json", "hello\n", "line 1: bad header"},
+		{"other journal", `{"journal":"x","v":1}` + "\n", "not an rlctl journal"},
+		{"future version", `{"journal":"rlctl","v":99}` + "\n", "version 99"},
+		{"bad record", `{"journal":"rlctl","v":1}` + "\n" + `{"k":"d","t":1}` + "\n{oops\n", "line 3:"},
+		{"bad kind", `{"journal":"rlctl","v":1}` + "\n" + `{"k":"z","t":1}` + "\n", "line 2: kind \"z\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := NewReader(strings.NewReader(tc.in))
+			for err == nil {
+				_, err = r.Next()
+			}
+			if errors.Is(err, io.EOF) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	w, err := NewWriter(io.Discard, Header{}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := Record{Kind: KindDecision, TimeMs: 1, Domain: "edge", Rule: "bigcorp", Key: "edge|tenant=bigcorp", Cost: 1, Engine: CodeOK, Code: CodeOK, Via: ViaLease}
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Write(r)
+	}
+	b.StopTimer()
+	_ = w.Close()
+}

@@ -1,0 +1,105 @@
+// Package policytest runs unit tests for rate-limit policies (`rlctl test`), in the spirit of
+// `promtool test rules`: a test file names a policy directory and, per test, a sequence of
+// requests with the decision each should get. Requests become descriptors and decisions through
+// the same code the simulator uses (simulate.Matcher, the engine's in-memory store), so a test
+// checks exactly what the enforcer would decide on one instance without leasing.
+//
+// # Test files
+//
+// A test file is CUE (any *.cue file in the tests directory):
+//
+//	// The policy directory, relative to this file.
+//	policies: ".."
+//	tests: "dashboard burst then refill": {
+//		domain: "edge_gateway_limits" // optional when the policies have one domain
+//		requests: [
+//			{at: "0s", headers: {"x-tenant-id": "acme"}, path: "/v1/dashboard/home",
+//			 repeat: 25, expect: {decision: "ok", rule: "tenant_dashboard"}},
+//			{at: "0s", headers: {"x-tenant-id": "acme"}, path: "/v1/dashboard/home",
+//			 expect: {decision: "over_limit", remaining: 0, retry_after: "200ms"}},
+//		]
+//	}
+//
+// A request gives either HTTP fields (headers, path, remote_addr, claims: the JWT claims) or an
+// explicit descriptor ([{key, value}, ...]). at is the offset from the test's start (a
+// duration or integer milliseconds; non-decreasing); hits is the request's cost (default the
+// rule's); repeat sends it several times. expect.decision is the engine's verdict ("ok",
+// "over_limit", or "unmatched" when no rule applies); expect.code is the answer after the rule's
+// stage ("ok" in shadow and soft; canary counts as enforcing); expect.rule names the rule to
+// check when a request matches several. remaining and retry_after are checked on the last
+// repetition. Each test starts with an empty store at 2025-01-01T00:00:00Z, aligned to every
+// window.
+package policytest
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+// BaseMs is the time (Unix ms) at which every test starts: 2025-01-01T00:00:00Z.
+const BaseMs int64 = 1735689600000
+
+// File is one parsed test file.
+type File struct {
+	Path     string
+	Policies string // resolved policy directory
+	Tests    []Test
+}
+
+// Test is one named test: a fresh store and a sequence of requests.
+type Test struct {
+	Name     string
+	Domain   string
+	Pos      policy.Pos
+	Requests []Request
+}
+
+// Request is one request of a test and what it should get.
+type Request struct {
+	Pos        policy.Pos
+	AtMs       int64
+	Headers    map[string]string
+	Path       string
+	RemoteAddr string
+	Claims     map[string]string
+	Descriptor []policy.Entry
+	Hits       int64 // 0: the rule's cost
+	Repeat     int   // at least 1
+	Expect     Expect
+}
+
+// Expect is what a request should get. Nil pointers are not checked.
+type Expect struct {
+	Decision     string // "ok", "over_limit" or "unmatched"
+	Code         string // "" or "ok"/"over_limit" after the stage
+	Rule         string
+	Remaining    *int64
+	RetryAfterMs *int64
+}
+
+// durationMs reads a duration given as a string ("1.5s", "200ms") or integer milliseconds.
+func durationMs(v any) (int64, error) {
+	switch x := v.(type) {
+	case nil:
+		return 0, nil
+	case string:
+		if n, err := strconv.ParseInt(x, 10, 64); err == nil {
+			return n, nil
+		}
+		d, err := time.ParseDuration(x)
+		if err != nil {
+			return 0, fmt.Errorf("duration %q: want such as 1.5s or 200ms", x)
+		}
+		return d.Milliseconds(), nil
+	case int64:
+		return x, nil
+	case int:
+		return int64(x), nil
+	case float64:
+		return int64(x), nil
+	}
+	return 0, fmt.Errorf("duration %v: want a string such as 1.5s or integer milliseconds", v)
+}

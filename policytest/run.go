@@ -1,0 +1,235 @@
+package policytest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/finding"
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/simulate"
+)
+
+// FindingID identifies a failed policy test in finding output.
+const FindingID = "TEST001"
+
+// Rule describes FindingID for formats that list a tool's rules.
+var Rule = finding.Rule{
+	ID: FindingID, Name: "policy-test-failed", Severity: finding.Error,
+	Summary: "A policy unit test got a different decision than it expects.",
+	Help: "A request in a policy test file got a decision, remaining count or retry-after other than the one " +
+		"its expect block states. Either the policy changed the behaviour (update the test if that was the " +
+		"intent) or the policy is wrong.",
+}
+
+// Result is the outcome of running test files.
+type Result struct {
+	Tests, Passed, Failed int
+	Findings              []finding.Finding
+}
+
+// Loader loads a policy directory (schema.Load in rlctl).
+type Loader func(dir string) (*policy.Model, error)
+
+// Discover lists the test files of paths: each path is a .cue file or a directory whose *.cue
+// files are tests.
+func Discover(paths []string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		m, err := filepath.Glob(filepath.Join(p, "*.cue"))
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(m)
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no test files (*.cue) in %s", strings.Join(paths, ", "))
+	}
+	return files, nil
+}
+
+// Run runs every test of files. Errors are problems with the files or the policies they name;
+// failed expectations are findings in the result.
+func Run(files []*File, load Loader) (*Result, error) {
+	models := map[string]*policy.Model{}
+	res := &Result{}
+	for _, f := range files {
+		m, ok := models[f.Policies]
+		if !ok {
+			var err error
+			if m, err = load(f.Policies); err != nil {
+				return nil, fmt.Errorf("%s: policies %s: %w", f.Path, f.Policies, err)
+			}
+			models[f.Policies] = m
+		}
+		for _, t := range f.Tests {
+			fs, err := runTest(m, t)
+			if err != nil {
+				return nil, err
+			}
+			res.Tests++
+			if len(fs) == 0 {
+				res.Passed++
+			} else {
+				res.Failed++
+				res.Findings = append(res.Findings, fs...)
+			}
+		}
+	}
+	return res, nil
+}
+
+func runTest(m *policy.Model, t Test) ([]finding.Finding, error) {
+	d, err := pickDomain(m, t.Domain)
+	if err != nil {
+		return nil, fmt.Errorf("%s: test %q: %w", t.Pos, t.Name, err)
+	}
+	matcher, err := simulate.NewMatcher(d)
+	if err != nil {
+		return nil, fmt.Errorf("%s: test %q: %w", t.Pos, t.Name, err)
+	}
+	var now int64
+	store := engine.NewMemory(engine.ClockFunc(func() int64 { return now }))
+	var out []finding.Finding
+	for i, r := range t.Requests {
+		now = BaseMs + r.AtMs
+		var matches []simulate.Match
+		if len(r.Descriptor) > 0 {
+			if mt, ok := matcher.MatchDescriptor(r.Descriptor); ok {
+				matches = append(matches, mt)
+			}
+		} else {
+			matches = matcher.Match(policy.Request{Headers: lower(r.Headers), Path: r.Path, RemoteAddr: r.RemoteAddr, Claims: r.Claims})
+		}
+		for rep := 1; rep <= r.Repeat; rep++ {
+			got, err := decide(store, matches, r, now)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.Pos, err)
+			}
+			if msg := check(got, r.Expect, rep == r.Repeat); msg != "" {
+				where := fmt.Sprintf("request %d", i+1)
+				if r.Repeat > 1 {
+					where += fmt.Sprintf(" (repetition %d of %d)", rep, r.Repeat)
+				}
+				out = append(out, finding.Finding{ID: FindingID, Severity: finding.Error, Pos: r.Pos, Domain: d.Name,
+					Rule: got.rule, Message: fmt.Sprintf("test %q: %s: %s", t.Name, where, msg)})
+				break // later repetitions would repeat the same failure
+			}
+		}
+		if len(out) > 0 {
+			break // later requests depend on this one's state
+		}
+	}
+	return out, nil
+}
+
+func pickDomain(m *policy.Model, name string) (*policy.Domain, error) {
+	if name != "" {
+		if d := m.Domain(name); d != nil {
+			return d, nil
+		}
+		return nil, fmt.Errorf("no domain %q in the policies", name)
+	}
+	if len(m.Domains) != 1 {
+		return nil, fmt.Errorf("the policies have %d domains: name one with domain:", len(m.Domains))
+	}
+	return m.Domains[0], nil
+}
+
+func lower(h map[string]string) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
+
+// outcome is what a request got.
+type outcome struct {
+	decision, code, rule string
+	remaining, retry     int64
+	rules                []string
+}
+
+// decide takes the request's tokens from each matched rule's key and combines the answers as the
+// rate limit service does: over if any descriptor is over.
+func decide(store *engine.Memory, matches []simulate.Match, r Request, now int64) (outcome, error) {
+	if len(matches) == 0 {
+		return outcome{decision: "unmatched", code: "ok"}, nil
+	}
+	o := outcome{decision: "ok", code: "ok", remaining: -1}
+	var picked bool
+	for _, mt := range matches {
+		cost := r.Hits
+		if cost == 0 {
+			cost = mt.Cost
+		}
+		res, err := store.Take(context.Background(), engine.TakeRequest{Key: mt.Key, Limits: mt.Limits, Want: cost, Min: cost, Now: now})
+		if err != nil {
+			return o, err
+		}
+		o.rules = append(o.rules, mt.Rule.Name)
+		over := res.Granted == 0
+		if over {
+			o.decision = "over_limit"
+			if enforcing(mt.Rule) {
+				o.code = "over_limit"
+			}
+		}
+		switch {
+		case r.Expect.Rule != "":
+			if mt.Rule.Name == r.Expect.Rule {
+				o.rule, o.remaining, o.retry, picked = mt.Rule.Name, res.Remaining, res.RetryAfter, true
+			}
+		case !picked || res.Remaining < o.remaining || (over && res.RetryAfter > o.retry):
+			o.rule, o.remaining, o.retry, picked = mt.Rule.Name, res.Remaining, res.RetryAfter, true
+		}
+	}
+	return o, nil
+}
+
+func enforcing(r *policy.Rule) bool {
+	return r.Stage.Name != policy.StageShadow && r.Stage.Name != policy.StageSoft
+}
+
+// check compares an outcome with its expectation and describes the first difference.
+func check(got outcome, want Expect, last bool) string {
+	ctx := func() string {
+		if len(got.rules) == 0 {
+			return "no rule matched"
+		}
+		return fmt.Sprintf("matched %s; remaining %d, retry after %dms", strings.Join(got.rules, ", "), got.remaining, got.retry)
+	}
+	if want.Rule != "" && got.rule != want.Rule {
+		return fmt.Sprintf("rule: got none of %q, want %s (%s)", got.rules, want.Rule, ctx())
+	}
+	if got.decision != want.Decision {
+		return fmt.Sprintf("decision: got %s, want %s (%s)", got.decision, want.Decision, ctx())
+	}
+	if want.Code != "" && got.code != want.Code {
+		return fmt.Sprintf("code after stage: got %s, want %s (%s)", got.code, want.Code, ctx())
+	}
+	if !last {
+		return ""
+	}
+	if want.Remaining != nil && got.remaining != *want.Remaining {
+		return fmt.Sprintf("remaining: got %d, want %d (%s)", got.remaining, *want.Remaining, ctx())
+	}
+	if want.RetryAfterMs != nil && got.retry != *want.RetryAfterMs {
+		return fmt.Sprintf("retry_after: got %dms, want %dms (%s)", got.retry, *want.RetryAfterMs, ctx())
+	}
+	return ""
+}

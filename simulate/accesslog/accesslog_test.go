@@ -1,0 +1,247 @@
+package accesslog
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func readAll(t *testing.T, input string, opts Options) ([]Record, []*LineError) {
+	t.Helper()
+	r, err := NewReader("log", strings.NewReader(input), opts)
+	if err != nil {
+		t.Fatalf("NewReader: %v", err)
+	}
+	var recs []Record
+	var bad []*LineError
+	for {
+		var rec Record
+		err := r.Read(&rec)
+		if err == io.EOF {
+			return recs, bad
+		}
+		var le *LineError
+		if errors.As(err, &le) {
+			bad = append(bad, le)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		recs = append(recs, rec)
+	}
+}
+
+func TestReadFormats(t *testing.T) {
+	hdrs := []string{"x-tenant-id", "authorization", "x-api-key", "x-ja4"}
+	tests := []struct {
+		name  string
+		input string
+		opts  Options
+		want  Record
+	}{
+		{
+			name: "envoy-json",
+			input: `{"start_time":"2024-05-01T12:00:00.123Z","method":"POST","path":"/v1/payments/charge","protocol":"HTTP/1.1",` +
+				`"response_code":200,"x_forwarded_for":"198.51.100.7, 10.0.0.1","downstream_remote_address":"10.0.0.9:5000",` +
+				`"user_agent":"curl/8","authority":"api.example.com","x-tenant-id":"acme","x_api_key":"k1","duration":3,"extra":{"a":[1,2]}}`,
+			opts: Options{Headers: hdrs},
+			want: Record{File: "log", Line: 1, TimeMs: 1714564800123, Method: "POST", Path: "/v1/payments/charge", Protocol: "HTTP/1.1",
+				Status: 200, XFF: "198.51.100.7, 10.0.0.1", RemoteAddr: "10.0.0.9:5000", UserAgent: "curl/8", Authority: "api.example.com",
+				Headers: []Header{{"x-tenant-id", "acme"}, {"x-api-key", "k1"}}},
+		},
+		{
+			name:  "json escapes and dashes",
+			input: `{"path":"/a\"b\u00e9","user_agent":"-","response_code":"429","start_time":1714564800.5}`,
+			want:  Record{File: "log", Line: 1, TimeMs: 1714564800500, Path: "/a\"bé", Status: 429},
+		},
+		{
+			name:    "jsonl mapping nested",
+			input:   `{"ts":1714564800123,"req":{"tenant":"acme","ip":"203.0.113.9"}}`,
+			opts:    Options{Format: FormatJSONL, Mapping: Mapping{"start_time": "ts", "x-tenant-id": "req.tenant", "downstream_remote_address": "req.ip"}},
+			want:    Record{File: "log", Line: 1, TimeMs: 1714564800123, RemoteAddr: "203.0.113.9", Headers: []Header{{"x-tenant-id", "acme"}}},
+		},
+		{
+			name: "envoy-text",
+			input: `[2016-04-15T20:17:00.310Z] "POST /api/v1/locations HTTP/2" 204 - 154 0 226 100 "10.0.35.28" ` +
+				`"nsq2http" "cc21d9b0-cf5c-432b-8c7e-98aeb7988cd2" "locations" "tcp://10.0.2.1:80"`,
+			want: Record{File: "log", Line: 1, TimeMs: 1460751420310, Method: "POST", Path: "/api/v1/locations", Protocol: "HTTP/2",
+				Status: 204, XFF: "10.0.35.28", UserAgent: "nsq2http", RequestID: "cc21d9b0-cf5c-432b-8c7e-98aeb7988cd2",
+				Authority: "locations", Upstream: "tcp://10.0.2.1:80"},
+		},
+		{
+			name: "envoy-text quote in user agent",
+			input: `[2016-04-15T20:17:00.310Z] "GET / HTTP/1.1" 429 RL 0 18 0 - "-" ` +
+				`"Mozilla "x" 5" "id" "h" "-"`,
+			want: Record{File: "log", Line: 1, TimeMs: 1460751420310, Method: "GET", Path: "/", Protocol: "HTTP/1.1",
+				Status: 429, UserAgent: `Mozilla "x" 5`, RequestID: "id", Authority: "h"},
+		},
+		{
+			name:  "csv",
+			input: "time,method,path,status,client_ip,tenant\n2024-05-01T12:00:00Z,GET,/x,200,192.0.2.1,acme\n",
+			opts:  Options{Format: FormatCSV, Mapping: Mapping{"x-tenant-id": "tenant"}},
+			want: Record{File: "log", Line: 2, TimeMs: 1714564800000, Method: "GET", Path: "/x", Status: 200, RemoteAddr: "192.0.2.1",
+				Headers: []Header{{"x-tenant-id", "acme"}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, bad := readAll(t, tt.input, tt.opts)
+			if len(bad) != 0 {
+				t.Fatalf("bad lines: %v", bad[0])
+			}
+			if len(recs) != 1 {
+				t.Fatalf("got %d records, want 1", len(recs))
+			}
+			got := recs[0]
+			if len(got.Headers) == 0 {
+				got.Headers = nil
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBadLines(t *testing.T) {
+	input := `{"path":"/ok"}
+{"path": "/unterminated
+not json at all
+
+{"path":"/ok2","response_code":"abc"}
+{"path":"/ok3"} trailing
+{"path":"/ok4"}
+`
+	recs, bad := readAll(t, input, Options{Format: FormatEnvoyJSON})
+	if got, want := len(recs), 2; got != want {
+		t.Errorf("records: got %d, want %d", got, want)
+	}
+	var lines []int64
+	for _, b := range bad {
+		lines = append(lines, b.Line)
+	}
+	if want := []int64{2, 3, 5, 6}; !reflect.DeepEqual(lines, want) {
+		t.Errorf("bad lines: got %v, want %v", lines, want)
+	}
+	if got, want := recs[1].Line, int64(7); got != want {
+		t.Errorf("last record line: got %d, want %d", got, want)
+	}
+}
+
+func TestGzipAndSniff(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	io.WriteString(zw, `[2016-04-15T20:17:00.310Z] "GET /x HTTP/1.1" 200 - 0 0 1 - "1.2.3.4" "ua" "id" "h" "u"`+"\n")
+	zw.Close()
+	recs, bad := readAll(t, buf.String(), Options{})
+	if len(bad) != 0 || len(recs) != 1 {
+		t.Fatalf("got %d records, %d bad; want 1, 0", len(recs), len(bad))
+	}
+	if got, want := recs[0].Path, "/x"; got != want {
+		t.Errorf("path: got %q, want %q", got, want)
+	}
+}
+
+func TestClientIP(t *testing.T) {
+	tests := []struct {
+		xff, remote, want string
+	}{
+		{"", "10.0.0.1:443", "10.0.0.1"},
+		{"", "[2001:db8::1]:443", "2001:db8::1"},
+		{"", "2001:db8::1", "2001:db8::1"},
+		{"198.51.100.7, 10.0.0.1", "10.0.0.9:1", "198.51.100.7"},
+		{" 203.0.113.5 ", "", "203.0.113.5"},
+		{"", "", ""},
+	}
+	for _, tt := range tests {
+		r := Record{XFF: tt.xff, RemoteAddr: tt.remote}
+		if got := r.ClientIP(); got != tt.want {
+			t.Errorf("ClientIP(xff=%q, remote=%q): got %q, want %q", tt.xff, tt.remote, got, tt.want)
+		}
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1970-01-01T00:00:00Z", 0, true},
+		{"2024-02-29T23:59:59.999Z", 1709251199999, true},
+		{"2024-05-01T12:00:00.123456Z", 1714564800123, true},
+		{"2024-05-01T14:00:00.123+02:00", 1714564800123, true},
+		{"1714564800", 1714564800000, true},
+		{"1714564800123", 1714564800123, true},
+		{"yesterday", 0, false},
+		{"2024-13-01T00:00:00Z", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := parseTime(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseTime(%q): got %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestParseMapping(t *testing.T) {
+	m, err := ParseMapping([]string{"x-tenant-id=tenant", "start_time=ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Mapping{"x-tenant-id": "tenant", "start_time": "ts"}); !reflect.DeepEqual(m, want) {
+		t.Errorf("got %v, want %v", m, want)
+	}
+	for _, bad := range []string{"nokey", "=x", "client_ip=ip"} {
+		if _, err := ParseMapping([]string{bad}); err == nil {
+			t.Errorf("ParseMapping(%q): got nil error, want one", bad)
+		}
+	}
+}
+
+func TestLongLine(t *testing.T) {
+	long := `{"path":"` + strings.Repeat("a", 300<<10) + `"}` + "\n" + `{"path":"/b"}` + "\n"
+	recs, bad := readAll(t, long, Options{})
+	if len(bad) != 0 || len(recs) != 2 {
+		t.Fatalf("got %d records, %d bad; want 2, 0", len(recs), len(bad))
+	}
+	if got, want := len(recs[0].Path), 300<<10; got != want {
+		t.Errorf("path length: got %d, want %d", got, want)
+	}
+}
+
+// FuzzRead checks that no input crashes any reader and that every line is either a record or a
+// counted bad line.
+func FuzzRead(f *testing.F) {
+	f.Add(`{"start_time":"2024-05-01T12:00:00.123Z","method":"GET","path":"/x","x-tenant-id":"a"}`, "envoy-json")
+	f.Add(`[2016-04-15T20:17:00.310Z] "POST /api HTTP/2" 204 - 154 0 226 100 "10.0.35.28" "ua" "id" "a" "u"`, "envoy-text")
+	f.Add("time,path,tenant\n1,/x,a\n", "csv")
+	f.Add(`{"a":{"b":[1,{"c":"\ud83d\ude00"}]},"path":"\u0041"}`, "jsonl")
+	f.Fuzz(func(t *testing.T, input, format string) {
+		fm, err := ParseFormat(format)
+		if err != nil {
+			fm = FormatAuto
+		}
+		r, err := NewReader("fuzz", strings.NewReader(input), Options{Format: fm, Headers: []string{"x-tenant-id"},
+			Mapping: Mapping{"x-tenant-id": "a.b"}})
+		if err != nil {
+			return
+		}
+		var rec Record
+		for i := 0; i < 10000; i++ {
+			err := r.Read(&rec)
+			if err == io.EOF {
+				return
+			}
+			var le *LineError
+			if err != nil && !errors.As(err, &le) {
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,140 @@
+// Package accesslog reads gateway access logs into Records for the simulator: Envoy JSON access
+// logs (and any JSON-lines log through a field mapping), Envoy's default text format, and CSV
+// with a header row. Gzip input is detected by its magic bytes.
+//
+// Readers stream: one Record at a time, with memory bounded by the longest line. A line that
+// cannot be parsed is returned as a *LineError carrying its file and line number, and reading
+// continues with the next line; any other error ends the read.
+//
+// A Record's strings are substrings of one string per line, so reading a line costs one
+// allocation plus one per escaped JSON value. Callers that keep a value beyond the record (a map
+// key, say) and care about memory should strings.Clone it.
+package accesslog
+
+// Record is one request from an access log. Missing values are empty (Envoy's "-" reads as
+// empty); TimeMs is Unix milliseconds.
+type Record struct {
+	// File and Line locate the record in its log (Line is 1-based).
+	File string
+	Line int64
+
+	TimeMs     int64
+	Method     string
+	Path       string
+	Protocol   string
+	Status     int
+	Authority  string
+	UserAgent  string
+	RequestID  string
+	Upstream   string
+	XFF        string
+	RemoteAddr string // downstream remote address as logged, possibly with a port
+
+	// Headers holds the requested headers (Options.Headers) that the log carried, by
+	// lower-case name.
+	Headers []Header
+}
+
+// Header is one request header (or other captured attribute) of a Record.
+type Header struct {
+	Name  string // lower case
+	Value string
+}
+
+// Header returns the value of header name (lower case) and whether the record carried it.
+func (r *Record) Header(name string) (string, bool) {
+	for i := range r.Headers {
+		if r.Headers[i].Name == name {
+			return r.Headers[i].Value, true
+		}
+	}
+	return "", false
+}
+
+// ClientIP is the client's address without a port: the leftmost X-Forwarded-For entry when the
+// log has one, else the downstream remote address. It is empty when neither is known.
+func (r *Record) ClientIP() string {
+	if x := r.XFF; x != "" {
+		for i := 0; i < len(x); i++ {
+			if x[i] == ',' {
+				x = x[:i]
+				break
+			}
+		}
+		return stripPort(trimSpace(x))
+	}
+	return stripPort(r.RemoteAddr)
+}
+
+// Field returns the value of a named field: a well-known field name (see FieldNames) or a
+// captured header.
+func (r *Record) Field(name string) string {
+	switch fieldByName[name] {
+	case fieldMethod:
+		return r.Method
+	case fieldPath:
+		return r.Path
+	case fieldProtocol:
+		return r.Protocol
+	case fieldAuthority:
+		return r.Authority
+	case fieldUserAgent:
+		return r.UserAgent
+	case fieldRequestID:
+		return r.RequestID
+	case fieldUpstream:
+		return r.Upstream
+	case fieldXFF:
+		return r.XFF
+	case fieldRemote:
+		return r.RemoteAddr
+	case fieldClientIP:
+		return r.ClientIP()
+	}
+	v, _ := r.Header(name)
+	return v
+}
+
+func (r *Record) reset() {
+	h := r.Headers[:0]
+	*r = Record{Headers: h}
+}
+
+// stripPort removes a trailing ":port" from an IPv4 address or host name and the brackets and port
+// from "[v6]:port". A bare IPv6 address is returned unchanged.
+func stripPort(a string) string {
+	if a == "" {
+		return a
+	}
+	if a[0] == '[' {
+		for i := 1; i < len(a); i++ {
+			if a[i] == ']' {
+				return a[1:i]
+			}
+		}
+		return a
+	}
+	colon := -1
+	for i := 0; i < len(a); i++ {
+		if a[i] == ':' {
+			if colon >= 0 {
+				return a // two colons: a bare IPv6 address
+			}
+			colon = i
+		}
+	}
+	if colon >= 0 {
+		return a[:colon]
+	}
+	return a
+}
+
+func trimSpace(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	return s
+}

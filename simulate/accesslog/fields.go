@@ -1,0 +1,291 @@
+package accesslog
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type field uint8
+
+const (
+	fieldNone field = iota
+	fieldTime
+	fieldMethod
+	fieldPath
+	fieldProtocol
+	fieldStatus
+	fieldAuthority
+	fieldUserAgent
+	fieldRequestID
+	fieldUpstream
+	fieldXFF
+	fieldRemote
+	fieldClientIP // derived; not read from logs
+	fieldHeader   // a captured header; the target carries its name
+)
+
+// The well-known field names, as Envoy's documented JSON access-log examples spell them.
+var fieldByName = map[string]field{
+	"start_time":                fieldTime,
+	"method":                    fieldMethod,
+	"path":                      fieldPath,
+	"protocol":                  fieldProtocol,
+	"response_code":             fieldStatus,
+	"authority":                 fieldAuthority,
+	"user_agent":                fieldUserAgent,
+	"request_id":                fieldRequestID,
+	"upstream_host":             fieldUpstream,
+	"x_forwarded_for":           fieldXFF,
+	"downstream_remote_address": fieldRemote,
+	"client_ip":                 fieldClientIP,
+}
+
+// defaultKeys are the log keys (JSON keys, CSV columns) each well-known field is read from
+// unless a mapping says otherwise: Envoy's and Istio's names first, then common JSON-lines names.
+var defaultKeys = map[field][]string{
+	fieldTime:      {"start_time", "timestamp", "time", "ts", "@timestamp"},
+	fieldMethod:    {"method", ":method", "request_method"},
+	fieldPath:      {"path", ":path", "x-envoy-original-path", "request_path", "uri"},
+	fieldProtocol:  {"protocol"},
+	fieldStatus:    {"response_code", "status", "status_code", "code"},
+	fieldAuthority: {"authority", ":authority", "host"},
+	fieldUserAgent: {"user_agent", "user-agent", "useragent"},
+	fieldRequestID: {"request_id", "x-request-id", "x_request_id"},
+	fieldUpstream:  {"upstream_host"},
+	fieldXFF:       {"x_forwarded_for", "x-forwarded-for", "forwarded_for"},
+	fieldRemote: {"downstream_remote_address", "downstream_direct_remote_address", "client_ip",
+		"remote_addr", "remote_address", "ip"},
+}
+
+// FieldNames lists the well-known field names that --field accepts on its left-hand side;
+// any other name is a request header.
+func FieldNames() []string {
+	names := make([]string, 0, len(fieldByName))
+	for n, f := range fieldByName {
+		if f != fieldClientIP {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// A Mapping says which log key feeds which record field: `NAME=KEY` pairs such as
+// "x-tenant-id=tenant" or "start_time=ts". KEY may be a dotted path into nested JSON objects
+// ("request.headers.x-tenant-id"). Names that are not well-known fields are header names.
+type Mapping map[string]string
+
+// ParseMapping parses --field values of the form NAME=KEY.
+func ParseMapping(specs []string) (Mapping, error) {
+	m := Mapping{}
+	for _, s := range specs {
+		name, key, ok := strings.Cut(s, "=")
+		name, key = strings.TrimSpace(name), strings.TrimSpace(key)
+		if !ok || name == "" || key == "" {
+			return nil, fmt.Errorf("field %q: want NAME=KEY", s)
+		}
+		if fieldByName[name] == fieldClientIP {
+			return nil, fmt.Errorf("field %q: client_ip is derived; map downstream_remote_address or x_forwarded_for", s)
+		}
+		m[strings.ToLower(name)] = key
+	}
+	return m, nil
+}
+
+// target is where a log key's value goes.
+type target struct {
+	f    field
+	name string // header name for fieldHeader
+}
+
+// keyTable maps log keys to targets for one reader. Mapped keys replace the defaults of the
+// field they name.
+func keyTable(m Mapping, headers []string) map[string]target {
+	t := map[string]target{}
+	mapped := map[field]bool{}
+	mappedHeader := map[string]bool{}
+	for name, key := range m {
+		if f, ok := fieldByName[name]; ok {
+			mapped[f] = true
+			t[key] = target{f: f}
+			continue
+		}
+		mappedHeader[name] = true
+		t[key] = target{f: fieldHeader, name: name}
+	}
+	for f, keys := range defaultKeys {
+		if mapped[f] {
+			continue
+		}
+		for _, k := range keys {
+			if _, taken := t[k]; !taken {
+				t[k] = target{f: f}
+			}
+		}
+	}
+	for _, h := range headers {
+		h = strings.ToLower(h)
+		if mappedHeader[h] {
+			continue
+		}
+		for _, k := range []string{h, strings.ReplaceAll(h, "-", "_"), "req_" + strings.ReplaceAll(h, "-", "_")} {
+			if _, taken := t[k]; !taken {
+				t[k] = target{f: fieldHeader, name: h}
+			}
+		}
+	}
+	return t
+}
+
+// set stores value v into rec's field.
+func (tg target) set(rec *Record, v string) error {
+	if v == "-" {
+		v = ""
+	}
+	switch tg.f {
+	case fieldTime:
+		if v == "" {
+			return nil
+		}
+		ms, err := parseTime(v)
+		if err != nil {
+			return err
+		}
+		rec.TimeMs = ms
+	case fieldMethod:
+		rec.Method = v
+	case fieldPath:
+		rec.Path = v
+	case fieldProtocol:
+		rec.Protocol = v
+	case fieldStatus:
+		if v == "" {
+			return nil
+		}
+		n, err := atoi(v)
+		if err != nil {
+			return fmt.Errorf("response code %q: not a number", v)
+		}
+		rec.Status = n
+	case fieldAuthority:
+		rec.Authority = v
+	case fieldUserAgent:
+		rec.UserAgent = v
+	case fieldRequestID:
+		rec.RequestID = v
+	case fieldUpstream:
+		rec.Upstream = v
+	case fieldXFF:
+		rec.XFF = v
+	case fieldRemote:
+		rec.RemoteAddr = v
+	case fieldHeader:
+		if v != "" {
+			rec.Headers = append(rec.Headers, Header{Name: tg.name, Value: v})
+		}
+	}
+	return nil
+}
+
+// atoi parses a small non-negative decimal integer without allocating.
+func atoi(s string) (int, error) {
+	if s == "" || len(s) > 9 {
+		return 0, strconv.ErrSyntax
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, strconv.ErrSyntax
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
+}
+
+// parseTime reads a timestamp: RFC 3339 with any fraction (Envoy's START_TIME is
+// 2024-05-01T12:00:00.123Z), or a Unix epoch number in seconds (with a fraction) or
+// milliseconds (13 digits or more).
+func parseTime(s string) (int64, error) {
+	if ms, ok := fastRFC3339UTC(s); ok {
+		return ms, nil
+	}
+	if s != "" && s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 {
+			if f >= 1e12 {
+				return int64(f), nil
+			}
+			return int64(f*1000 + 0.5), nil
+		}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("time %q: want RFC 3339 or Unix epoch", s)
+	}
+	return t.UnixMilli(), nil
+}
+
+// fastRFC3339UTC parses YYYY-MM-DDTHH:MM:SS[.fff…]Z without allocating.
+func fastRFC3339UTC(s string) (int64, bool) {
+	if len(s) < 20 || s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return 0, false
+	}
+	num := func(a, b int) int {
+		n := 0
+		for i := a; i < b; i++ {
+			c := s[i]
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	y, mo, d, h, mi, se := num(0, 4), num(5, 7), num(8, 10), num(11, 13), num(14, 16), num(17, 19)
+	if y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 60 {
+		return 0, false
+	}
+	ms := 0
+	if s[19] == '.' {
+		frac := s[20 : len(s)-1]
+		if frac == "" {
+			return 0, false
+		}
+		for i := 0; i < 3; i++ {
+			ms *= 10
+			if i < len(frac) {
+				c := frac[i]
+				if c < '0' || c > '9' {
+					return 0, false
+				}
+				ms += int(c - '0')
+			}
+		}
+		for i := 3; i < len(frac); i++ {
+			if frac[i] < '0' || frac[i] > '9' {
+				return 0, false
+			}
+		}
+	} else if len(s) != 20 {
+		return 0, false
+	}
+	days := daysFromCivil(y, mo, d)
+	return ((days*24+int64(h))*60+int64(mi))*60_000 + int64(se)*1000 + int64(ms), true
+}
+
+// daysFromCivil is the number of days from 1970-01-01 to y-m-d in the proleptic Gregorian
+// calendar (Howard Hinnant's algorithm).
+func daysFromCivil(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := y / 400
+	yoe := y - era*400
+	mp := (m + 9) % 12
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era*146097 + doe - 719468)
+}

@@ -1,0 +1,289 @@
+package accesslog
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// jsonParser reads one JSON object per line without reflection: it walks the object, decodes
+// only the values whose keys it maps and skips the rest. Nested objects are entered only when a
+// mapped key is a dotted path into them.
+type jsonParser struct {
+	keys map[string]target
+	// nested records whether any mapped key is dotted, so plain logs skip objects quickly.
+	nestedChecked bool
+	nested        bool
+}
+
+type jsonScan struct {
+	s string
+	i int
+}
+
+var errJSON = errors.New("malformed JSON")
+
+func (p *jsonParser) parse(line string, rec *Record) error {
+	if !p.nestedChecked {
+		for k := range p.keys {
+			if strings.Contains(k, ".") {
+				p.nested = true
+			}
+		}
+		p.nestedChecked = true
+	}
+	sc := jsonScan{s: line}
+	sc.ws()
+	if sc.i >= len(sc.s) || sc.s[sc.i] != '{' {
+		return fmt.Errorf("%w: want an object", errJSON)
+	}
+	if err := p.object(&sc, "", rec, 0); err != nil {
+		return err
+	}
+	sc.ws()
+	if sc.i != len(sc.s) {
+		return fmt.Errorf("%w: trailing data at column %d", errJSON, sc.i+1)
+	}
+	return nil
+}
+
+// object parses an object at sc.i (which is '{'), storing mapped values. prefix is the dotted
+// path of the object ("" at the top).
+func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int) error {
+	if depth > 32 {
+		return fmt.Errorf("%w: nested too deeply", errJSON)
+	}
+	sc.i++ // '{'
+	sc.ws()
+	if sc.i < len(sc.s) && sc.s[sc.i] == '}' {
+		sc.i++
+		return nil
+	}
+	for {
+		sc.ws()
+		key, err := sc.str()
+		if err != nil {
+			return err
+		}
+		sc.ws()
+		if sc.i >= len(sc.s) || sc.s[sc.i] != ':' {
+			return sc.errAt("want ':'")
+		}
+		sc.i++
+		sc.ws()
+		if sc.i >= len(sc.s) {
+			return sc.errAt("want a value")
+		}
+		path := key
+		if prefix != "" {
+			path = prefix + "." + key
+		}
+		switch c := sc.s[sc.i]; {
+		case c == '"':
+			v, err := sc.str()
+			if err != nil {
+				return err
+			}
+			if tg, ok := p.keys[path]; ok {
+				if err := tg.set(rec, v); err != nil {
+					return fmt.Errorf("%s: %w", path, err)
+				}
+			}
+		case c == '{' && p.nested:
+			if err := p.object(sc, path, rec, depth+1); err != nil {
+				return err
+			}
+		case c == '{' || c == '[':
+			if err := sc.skipComposite(); err != nil {
+				return err
+			}
+		default:
+			start := sc.i
+			if err := sc.literal(); err != nil {
+				return err
+			}
+			if tg, ok := p.keys[path]; ok && sc.s[start] != 'n' {
+				if err := tg.set(rec, sc.s[start:sc.i]); err != nil {
+					return fmt.Errorf("%s: %w", path, err)
+				}
+			}
+		}
+		sc.ws()
+		if sc.i >= len(sc.s) {
+			return sc.errAt("unterminated object")
+		}
+		switch sc.s[sc.i] {
+		case ',':
+			sc.i++
+		case '}':
+			sc.i++
+			return nil
+		default:
+			return sc.errAt("want ',' or '}'")
+		}
+	}
+}
+
+func (sc *jsonScan) errAt(msg string) error {
+	return fmt.Errorf("%w at column %d: %s", errJSON, sc.i+1, msg)
+}
+
+func (sc *jsonScan) ws() {
+	for sc.i < len(sc.s) {
+		switch sc.s[sc.i] {
+		case ' ', '\t', '\r', '\n':
+			sc.i++
+		default:
+			return
+		}
+	}
+}
+
+// str parses a string at sc.i. Strings without escapes are substrings of the line.
+func (sc *jsonScan) str() (string, error) {
+	if sc.i >= len(sc.s) || sc.s[sc.i] != '"' {
+		return "", sc.errAt("want a string")
+	}
+	start := sc.i + 1
+	for j := start; j < len(sc.s); j++ {
+		switch c := sc.s[j]; {
+		case c == '"':
+			sc.i = j + 1
+			return sc.s[start:j], nil
+		case c == '\\':
+			return sc.escaped(start)
+		case c < 0x20:
+			sc.i = j
+			return "", sc.errAt("control character in string")
+		}
+	}
+	sc.i = len(sc.s)
+	return "", sc.errAt("unterminated string")
+}
+
+// escaped decodes a string with escapes, starting after its opening quote.
+func (sc *jsonScan) escaped(start int) (string, error) {
+	var b strings.Builder
+	j := start
+	for j < len(sc.s) {
+		c := sc.s[j]
+		switch {
+		case c == '"':
+			sc.i = j + 1
+			return b.String(), nil
+		case c < 0x20:
+			sc.i = j
+			return "", sc.errAt("control character in string")
+		case c != '\\':
+			b.WriteByte(c)
+			j++
+			continue
+		}
+		if j+1 >= len(sc.s) {
+			break
+		}
+		e := sc.s[j+1]
+		j += 2
+		switch e {
+		case '"', '\\', '/':
+			b.WriteByte(e)
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'u':
+			r, ok := hex4(sc.s, j)
+			if !ok {
+				sc.i = j
+				return "", sc.errAt(`bad \u escape`)
+			}
+			j += 4
+			if utf16.IsSurrogate(r) {
+				if r2, ok := hex4(sc.s, j+2); ok && j+1 < len(sc.s) && sc.s[j] == '\\' && sc.s[j+1] == 'u' {
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						r = d
+						j += 6
+					}
+				}
+			}
+			b.WriteRune(r)
+		default:
+			sc.i = j - 1
+			return "", sc.errAt("bad escape")
+		}
+	}
+	sc.i = len(sc.s)
+	return "", sc.errAt("unterminated string")
+}
+
+func hex4(s string, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s[i:i+4], 16, 32)
+	return rune(v), err == nil
+}
+
+// literal skips a number, true, false or null, checking its characters loosely.
+func (sc *jsonScan) literal() error {
+	start := sc.i
+	for sc.i < len(sc.s) {
+		c := sc.s[sc.i]
+		if (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-' || c == '+' || c == '.' || c == 'E' {
+			sc.i++
+			continue
+		}
+		break
+	}
+	switch lit := sc.s[start:sc.i]; {
+	case lit == "":
+		return sc.errAt("want a value")
+	case lit == "true", lit == "false", lit == "null":
+		return nil
+	case lit[0] == '-' || (lit[0] >= '0' && lit[0] <= '9'):
+		if _, err := strconv.ParseFloat(lit, 64); err != nil {
+			sc.i = start
+			return sc.errAt("bad number")
+		}
+		return nil
+	}
+	sc.i = start
+	return sc.errAt("want a value")
+}
+
+// skipComposite skips an object or array, minding strings.
+func (sc *jsonScan) skipComposite() error {
+	depth := 0
+	for sc.i < len(sc.s) {
+		switch sc.s[sc.i] {
+		case '{', '[':
+			depth++
+			if depth > 64 {
+				return sc.errAt("nested too deeply")
+			}
+			sc.i++
+		case '}', ']':
+			depth--
+			sc.i++
+			if depth == 0 {
+				return nil
+			}
+		case '"':
+			if _, err := sc.str(); err != nil {
+				return err
+			}
+		default:
+			sc.i++
+		}
+	}
+	return sc.errAt("unterminated value")
+}

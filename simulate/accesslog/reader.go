@@ -1,0 +1,186 @@
+package accesslog
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Format is an access-log format.
+type Format string
+
+// The formats. FormatAuto picks one from the first non-blank byte: '{' is JSON, '[' is
+// Envoy's text format, anything else CSV.
+const (
+	FormatAuto      Format = ""
+	FormatEnvoyJSON Format = "envoy-json"
+	FormatEnvoyText Format = "envoy-text"
+	FormatJSONL     Format = "jsonl"
+	FormatCSV       Format = "csv"
+)
+
+// ParseFormat checks a --log-format value.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case FormatAuto, FormatEnvoyJSON, FormatEnvoyText, FormatJSONL, FormatCSV:
+		return f, nil
+	}
+	return "", fmt.Errorf("log format %q: want envoy-json, envoy-text, jsonl or csv", s)
+}
+
+// Options configure a Reader.
+type Options struct {
+	Format Format
+	// Mapping remaps log keys onto record fields (see Mapping).
+	Mapping Mapping
+	// Headers are the request headers (lower case) to capture into Record.Headers, such as the
+	// ones a policy's descriptor sources read. A header is found under its own name, with '-'
+	// replaced by '_', or as mapped.
+	Headers []string
+}
+
+// LineError is a line that could not be parsed. Reading may continue after it.
+type LineError struct {
+	File string
+	Line int64
+	Err  error
+	// Text is the start of the line, for reports.
+	Text string
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// maxLine bounds one line; longer lines are bad lines, not allocations without limit.
+const maxLine = 1 << 20
+
+// Reader reads Records from one access log.
+type Reader struct {
+	name string
+	br   *bufio.Reader
+	line int64
+	buf  []byte // a long line spanning several buffer fills
+	read func(line string, rec *Record) error
+	csv  *csvState
+}
+
+// NewReader returns a Reader of r, named name in errors. Gzip input is decompressed.
+func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("%s: gzip: %w", name, err)
+		}
+		br = bufio.NewReaderSize(zr, 256<<10)
+	}
+	rd := &Reader{name: name, br: br}
+	format := opts.Format
+	if format == FormatAuto {
+		format = sniff(br)
+	}
+	keys := keyTable(opts.Mapping, opts.Headers)
+	switch format {
+	case FormatEnvoyJSON, FormatJSONL:
+		p := &jsonParser{keys: keys}
+		rd.read = p.parse
+	case FormatEnvoyText:
+		rd.read = parseText
+	case FormatCSV:
+		rd.csv = &csvState{keys: keys}
+		rd.read = rd.csv.parse
+	default:
+		return nil, fmt.Errorf("%s: log format %q unknown", name, format)
+	}
+	return rd, nil
+}
+
+// sniff guesses the format from the first non-blank byte.
+func sniff(br *bufio.Reader) Format {
+	peek, _ := br.Peek(4096)
+	peek = bytes.TrimLeft(peek, " \t\r\n\ufeff")
+	switch {
+	case len(peek) == 0, peek[0] == '{':
+		return FormatEnvoyJSON
+	case peek[0] == '[':
+		return FormatEnvoyText
+	}
+	return FormatCSV
+}
+
+// Read reads the next record into rec, reusing rec's header slice. It returns io.EOF at the end,
+// a *LineError for a bad line (call Read again to continue), or another error that ends the read.
+// Blank lines are skipped.
+func (r *Reader) Read(rec *Record) error {
+	for {
+		line, err := r.nextLine()
+		if err != nil {
+			return err
+		}
+		r.line++
+		if len(line) > maxLine {
+			return r.lineError(errors.New("line longer than 1 MiB"), line)
+		}
+		s := strings.TrimRight(string(line), "\r\n")
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		rec.reset()
+		if err := r.read(s, rec); err != nil {
+			if err == errSkip {
+				continue
+			}
+			return r.lineError(err, line)
+		}
+		rec.File, rec.Line = r.name, r.line
+		return nil
+	}
+}
+
+// Line is the number of lines read so far.
+func (r *Reader) Line() int64 { return r.line }
+
+var errSkip = errors.New("skip line")
+
+func (r *Reader) lineError(err error, line []byte) *LineError {
+	text := strings.TrimRight(string(line[:min(len(line), 200)]), "\r\n")
+	return &LineError{File: r.name, Line: r.line, Err: err, Text: text}
+}
+
+// nextLine returns the next line including its newline; the slice is valid until the next call.
+func (r *Reader) nextLine() ([]byte, error) {
+	line, err := r.br.ReadSlice('\n')
+	if err == nil {
+		return line, nil
+	}
+	if err == bufio.ErrBufferFull {
+		r.buf = append(r.buf[:0], line...)
+		for {
+			line, err = r.br.ReadSlice('\n')
+			if len(r.buf) <= maxLine {
+				r.buf = append(r.buf, line...)
+			}
+			if err != bufio.ErrBufferFull {
+				break
+			}
+		}
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("%s: %w", r.name, err)
+		}
+		return r.buf, nil
+	}
+	if err == io.EOF {
+		if len(line) > 0 {
+			return line, nil
+		}
+		return nil, io.EOF
+	}
+	return nil, fmt.Errorf("%s: %w", r.name, err)
+}

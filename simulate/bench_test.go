@@ -1,0 +1,75 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlctl/rlctl/schema"
+	"github.com/rlctl/rlctl/simulate/traffic"
+)
+
+var benchLog struct {
+	once sync.Once
+	path string
+	data []byte
+	err  error
+}
+
+// benchFile generates the 1,000,000-line Envoy JSON log the replay benchmark reads, once.
+func benchFile(b *testing.B) (string, []byte) {
+	benchLog.once.Do(func() {
+		var buf bytes.Buffer
+		benchLog.err = traffic.Write(&buf, traffic.Config{Seed: 1, Lines: 1_000_000})
+		benchLog.data = buf.Bytes()
+		benchLog.path = filepath.Join(os.TempDir(), "rlctl-bench-1m.jsonl")
+		if benchLog.err == nil {
+			benchLog.err = os.WriteFile(benchLog.path, benchLog.data, 0o644)
+		}
+	})
+	if benchLog.err != nil {
+		b.Fatal(benchLog.err)
+	}
+	return benchLog.path, benchLog.data
+}
+
+// BenchmarkReplay1M replays a generated 1,000,000-line Envoy JSON log end to end (read, parse,
+// descriptors, 4 gateways with leasing, the ideal engine, the report) and reports lines/s. It
+// also times `wc -l` on the same file as the floor.
+func BenchmarkReplay1M(b *testing.B) {
+	path, _ := benchFile(b)
+	m, err := schema.Load("../policies")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if wc, err := exec.LookPath("wc"); err == nil {
+		start := time.Now()
+		if err := exec.Command(wc, "-l", path).Run(); err == nil {
+			d := time.Since(start)
+			b.ReportMetric(float64(1_000_000)/d.Seconds(), "wc-lines/s")
+		}
+	}
+	lat, _ := ParseLatency("1ms", 1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := Run(context.Background(), RunConfig{Sim: Config{Model: m, Gateways: 4, Latency: lat}, MaxBad: -1},
+			[]Input{{Name: path, R: f}})
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Requests != 1_000_000 {
+			b.Fatalf("requests: got %d, want 1000000", r.Requests)
+		}
+	}
+	b.ReportMetric(float64(b.N)*1_000_000/b.Elapsed().Seconds(), "lines/s")
+}

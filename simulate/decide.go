@@ -1,0 +1,175 @@
+package simulate
+
+import (
+	"container/heap"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/simulate/report"
+)
+
+// decide runs one request of rule rs through gateway g's lease manager and through the ideal
+// engine, and counts the outcome. shape gives the descriptor's sources; s.values their values.
+func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, g int) error {
+	want := rs.depth
+	if rs.shards > 0 {
+		want++
+	}
+	if len(shape) != want {
+		return nil // the rule's own shape decides it; a shorter or longer one must not count twice
+	}
+	parts := make([]string, 0, 8)
+	parts = append(parts, ds.d.Name, rs.rule.Name)
+	for _, i := range shape[:rs.depth] {
+		parts = append(parts, s.values[i])
+	}
+	if rs.shards > 0 {
+		parts = append(parts, "shard", strconv.FormatInt(shardOf(s.values[shape[rs.depth]], rs.shards), 10))
+	}
+	s.keyBuf = engine.AppendKey(s.keyBuf[:0], parts...)
+	st := rs.stats
+	ks := st.keys[string(s.keyBuf)]
+	if ks == nil {
+		ks = s.newKey(ds, rs, shape)
+		st.keys[ks.key] = ks
+	}
+	now := s.nowUs / 1000
+	ks.requests++
+	ks.lastMs = now
+
+	dec, err := rs.gateway[g].mgr.Take(s.ctx, ks.key, rs.limits, rs.cost)
+	if err != nil {
+		return fmt.Errorf("simulate: rule %s/%s: %w", rs.domain, rs.rule.Name, err)
+	}
+	ideal, err := s.ideal.Take(s.ctx, engine.TakeRequest{Key: ks.key, Limits: rs.limits, Want: rs.cost, Min: rs.cost, Now: now})
+	if err != nil {
+		return fmt.Errorf("simulate: rule %s/%s: ideal: %w", rs.domain, rs.rule.Name, err)
+	}
+	idealOK := ideal.Granted > 0
+	b := s.bucket()
+	out := &st.out
+	out.Requests++
+	st.add(serRequests, b, 1)
+	if !idealOK {
+		out.IdealDeny++
+		st.add(serIdealDeny, b, 1)
+	}
+	if dec.OK {
+		if !idealOK {
+			out.OverAdmission++
+		}
+		return nil
+	}
+	out.WouldDeny++
+	st.add(serWouldDeny, b, 1)
+	ks.denials++
+	if s.enforced(rs, g) {
+		out.Denied++
+	}
+	if idealOK {
+		out.UnderAdmission++
+	}
+	switch {
+	case s.isLegit():
+		out.LegitDenials++
+		ks.legit++
+	case ks.addr != "":
+		st.natDenials[ks.addr]++
+	}
+	return nil
+}
+
+// newKey describes a new rate-limit key for reports.
+func (s *Simulator) newKey(ds *domainSim, rs *ruleSim, shape []int) *keyState {
+	ks := &keyState{key: string(s.keyBuf)}
+	var b strings.Builder
+	for n, i := range shape {
+		src := ds.d.Sources[i]
+		v := s.values[i]
+		if n == rs.depth {
+			fmt.Fprintf(&b, ", shard=%d", shardOf(v, rs.shards))
+			break
+		}
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(src.Key)
+		b.WriteByte('=')
+		b.WriteString(v)
+		if ks.addr == "" {
+			switch {
+			case src.Kind == policy.SourceRemoteAddress:
+				ks.addr = strings.Clone(v)
+			case src.Kind == policy.SourceIdentity && strings.HasPrefix(v, string(policy.TierSubnet)+":"):
+				ks.addr = strings.Clone(v[len(policy.TierSubnet)+1:])
+			}
+		}
+	}
+	ks.display = b.String()
+	return ks
+}
+
+// enforced reports whether rs rejects on gateway g given its stage.
+func (s *Simulator) enforced(rs *ruleSim, g int) bool {
+	switch rs.rule.Stage.Name {
+	case policy.StageShadow, policy.StageSoft:
+		return false
+	case policy.StageCanary:
+		return s.gateways[g].canary < rs.rule.Stage.CanaryPercent
+	}
+	return true
+}
+
+// isLegit reports whether any descriptor value of the current request is marked legitimate.
+func (s *Simulator) isLegit() bool {
+	if len(s.legit) == 0 {
+		return false
+	}
+	for i, v := range s.values {
+		if s.oks[i] && s.legit[v] {
+			return true
+		}
+	}
+	return false
+}
+
+// Finish lands the remaining store replies, returns leased tokens and builds the report.
+func (s *Simulator) Finish() (*report.Report, error) {
+	end := s.nowUs / 1000
+	buckets := 0
+	if s.started {
+		buckets = s.bucket() + 1
+	}
+	for _, rs := range s.rules {
+		var stranded int64
+		for _, g := range rs.gateway {
+			stranded += g.mgr.Stranded()
+		}
+		rs.stats.out.StrandedEnd = stranded
+	}
+	for len(s.events) > 0 {
+		e := heap.Pop(&s.events).(event)
+		s.nowUs = max(s.nowUs, e.atUs)
+		e.fn(s.ctx)
+	}
+	r := &report.Report{
+		Requests: s.requests,
+		StartMs:  s.startMs,
+		EndMs:    end,
+		Settings: report.Settings{Gateways: len(s.gateways), Assignment: s.cfg.Assign.String(),
+			StoreLatency: s.cfg.Latency.String(), NATUsers: s.cfg.NATUsers, BucketMs: s.bucketMs},
+	}
+	r.Totals.Matched = s.matched
+	for _, rs := range s.rules {
+		r.Rules = append(r.Rules, rs.stats.finish(s.cfg.TopN, s.cfg.NATUsers, s.nat.count, s.startMs, s.bucketMs, buckets))
+	}
+	r.Finish()
+	return r, nil
+}
+
+// Reordered is the number of records whose time was before an earlier record's; they were
+// replayed at the later time.
+func (s *Simulator) Reordered() int64 { return s.reordered }

@@ -1,0 +1,185 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/simulate/accesslog"
+)
+
+// Latency is a distribution of store reply latencies, in microseconds of virtual time.
+type Latency struct {
+	kind     string // "fixed" or "uniform"
+	lo, hi   int64  // µs
+	rng      *rand.Rand
+	original string
+}
+
+// ParseLatency reads a --store-latency value: a duration ("1ms", "500us", "0") or
+// "uniform:LO-HI" ("uniform:0.5ms-2ms").
+func ParseLatency(s string, seed uint64) (Latency, error) {
+	l := Latency{kind: "fixed", original: s, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
+	if s == "" || s == "0" {
+		l.original = "0"
+		return l, nil
+	}
+	if rest, ok := strings.CutPrefix(s, "uniform:"); ok {
+		a, b, ok := strings.Cut(rest, "-")
+		if !ok {
+			return l, fmt.Errorf("store latency %q: want uniform:LO-HI, such as uniform:0.5ms-2ms", s)
+		}
+		lo, err1 := time.ParseDuration(a)
+		hi, err2 := time.ParseDuration(b)
+		if err1 != nil || err2 != nil || lo < 0 || hi < lo {
+			return l, fmt.Errorf("store latency %q: want uniform:LO-HI with 0 <= LO <= HI", s)
+		}
+		l.kind, l.lo, l.hi = "uniform", lo.Microseconds(), hi.Microseconds()
+		return l, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return l, fmt.Errorf("store latency %q: want a duration such as 1ms, or uniform:LO-HI", s)
+	}
+	l.lo, l.hi = d.Microseconds(), d.Microseconds()
+	return l, nil
+}
+
+func (l *Latency) draw() int64 {
+	if l.hi <= l.lo {
+		return l.lo
+	}
+	return l.lo + l.rng.Int64N(l.hi-l.lo+1)
+}
+
+func (l Latency) String() string { return l.original }
+
+// event is a store reply (or return) landing at a virtual instant.
+type event struct {
+	atUs int64
+	seq  uint64
+	fn   func(context.Context)
+}
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].atUs != q[j].atUs {
+		return q[i].atUs < q[j].atUs
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// Assignment says which virtual gateway a record goes to.
+type Assignment struct {
+	// Kind is "round-robin", "hash" (a hash of Field picks the gateway) or "field" (Field names
+	// the gateway; each distinct value is its own gateway).
+	Kind  string
+	Field string
+}
+
+// ParseAssignment reads a --assign value: round-robin, hash:FIELD or field:FIELD.
+func ParseAssignment(s string) (Assignment, error) {
+	switch {
+	case s == "" || s == "round-robin":
+		return Assignment{Kind: "round-robin"}, nil
+	case strings.HasPrefix(s, "hash:") && len(s) > 5:
+		return Assignment{Kind: "hash", Field: s[5:]}, nil
+	case strings.HasPrefix(s, "field:") && len(s) > 6:
+		return Assignment{Kind: "field", Field: s[6:]}, nil
+	}
+	return Assignment{}, fmt.Errorf("assignment %q: want round-robin, hash:FIELD or field:FIELD", s)
+}
+
+func (a Assignment) String() string {
+	if a.Kind == "round-robin" {
+		return a.Kind
+	}
+	return a.Kind + ":" + a.Field
+}
+
+// gateway is one virtual enforcer.
+type gateway struct {
+	name   string
+	canary int // canary bucket in [0, 100)
+}
+
+// gatewayRule is one rule's lease manager on one gateway, over the fleet's shared store.
+type gatewayRule struct {
+	mgr *engine.LeaseManager
+}
+
+// assigner picks gateways.
+type assigner struct {
+	a      Assignment
+	n      int
+	next   int
+	byName map[string]int
+}
+
+func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
+	switch as.a.Kind {
+	case "hash":
+		h := fnv.New32a()
+		h.Write([]byte(rec.Field(as.a.Field)))
+		return int(h.Sum32() % uint32(as.n))
+	case "field":
+		name := rec.Field(as.a.Field)
+		if i, ok := as.byName[name]; ok {
+			return i
+		}
+		if name == "" {
+			name = "unnamed"
+		}
+		if i, ok := as.byName[name]; ok {
+			return i
+		}
+		i := s.addGateway(name)
+		as.byName[strings.Clone(name)] = i
+		return i
+	}
+	i := as.next
+	as.next++
+	if as.next == as.n {
+		as.next = 0
+	}
+	return i
+}
+
+func gatewayName(i int) string { return "gw-" + strconv.Itoa(i) }
+
+// meteredStore wraps the fleet's store for one rule: it counts store calls and records the
+// largest lease granted per time bucket.
+type meteredStore struct {
+	s     *Simulator
+	inner engine.Store
+	rs    *ruleSim
+}
+
+func (m meteredStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
+	res, err := m.inner.Take(ctx, r)
+	m.rs.stats.out.StoreCalls++
+	if res.Granted > 0 {
+		m.rs.stats.out.LeaseMax = max(m.rs.stats.out.LeaseMax, res.Granted)
+		m.rs.stats.maxAt(serLease, m.s.bucket(), res.Granted)
+	}
+	return res, err
+}
+
+func (m meteredStore) Return(ctx context.Context, r engine.ReturnRequest) error {
+	return m.inner.Return(ctx, r)
+}

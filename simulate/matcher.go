@@ -1,0 +1,124 @@
+package simulate
+
+import (
+	"strconv"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/policy"
+)
+
+// Matcher finds the rules a request selects in one domain, with the store key and engine limits
+// each decision uses: the descriptor construction of the simulator, for other consumers such as
+// policy tests. It is not safe for concurrent use.
+type Matcher struct {
+	ds      *domainSim
+	values  []string
+	oks     []bool
+	entries []policy.Entry
+}
+
+// Match is one rule a request selects.
+type Match struct {
+	Rule    *policy.Rule
+	Entries []policy.Entry // the descriptor, including a sub-shard entry
+	Key     string         // the store key
+	Limits  []engine.Limit // per shard when sub-sharded
+	Cost    int64          // the rule's default cost per request
+}
+
+// NewMatcher prepares domain d.
+func NewMatcher(d *policy.Domain) (*Matcher, error) {
+	ds, err := newDomainSim(d)
+	if err != nil {
+		return nil, err
+	}
+	return &Matcher{ds: ds}, nil
+}
+
+// Match returns the rules req selects, in the order of the domain's descriptor shapes.
+func (m *Matcher) Match(req policy.Request) []Match {
+	m.values, m.oks = m.values[:0], m.oks[:0]
+	for _, src := range m.ds.d.Sources {
+		e, ok := src.Entry(req)
+		m.values, m.oks = append(m.values, e.Value), append(m.oks, ok)
+	}
+	var out []Match
+	for _, shape := range m.ds.shapes {
+		m.entries = m.entries[:0]
+		ok := true
+		for _, i := range shape {
+			if !m.oks[i] {
+				ok = false
+				break
+			}
+			m.entries = append(m.entries, policy.Entry{Key: m.ds.d.Sources[i].Key, Value: m.values[i]})
+		}
+		if !ok {
+			continue
+		}
+		out = append(out, m.lookup(m.entries, shape)...)
+	}
+	return out
+}
+
+// MatchDescriptor returns the rule one explicit descriptor selects, if any.
+func (m *Matcher) MatchDescriptor(entries []policy.Entry) (Match, bool) {
+	rule, ok := m.ds.d.Lookup(entries)
+	if !ok {
+		return Match{}, false
+	}
+	rs := m.ds.rules[rule]
+	if rs == nil {
+		return Match{}, false
+	}
+	values := make([]string, len(entries))
+	for i, e := range entries {
+		values[i] = e.Value
+	}
+	key, ok := storeKey(m.ds.d.Name, rs, values)
+	if !ok {
+		return Match{}, false
+	}
+	return Match{Rule: rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.limits, Cost: rs.cost}, true
+}
+
+func (m *Matcher) lookup(entries []policy.Entry, shape []int) []Match {
+	rule, found := m.ds.d.Lookup(entries)
+	if !found {
+		return nil
+	}
+	rs := m.ds.rules[rule]
+	if rs == nil || len(shape) != rs.descriptorLen() {
+		return nil
+	}
+	values := make([]string, len(shape))
+	for i, si := range shape {
+		values[i] = m.values[si]
+	}
+	key, _ := storeKey(m.ds.d.Name, rs, values)
+	return []Match{{Rule: rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.limits, Cost: rs.cost}}
+}
+
+// descriptorLen is the number of entries in the rule's descriptor: its matches, plus the
+// sub-shard entry.
+func (rs *ruleSim) descriptorLen() int {
+	if rs.shards > 0 {
+		return rs.depth + 1
+	}
+	return rs.depth
+}
+
+// storeKey is the store key of a rule's descriptor values: the domain, the rule, the matched
+// values and, for a sub-sharded rule, the shard the trailing value hashes to.
+func storeKey(domain string, rs *ruleSim, values []string) (string, bool) {
+	if len(values) != rs.descriptorLen() {
+		return "", false
+	}
+	parts := make([]string, 0, len(values)+3)
+	parts = append(parts, domain, rs.rule.Name)
+	parts = append(parts, values[:rs.depth]...)
+	if rs.shards > 0 {
+		parts = append(parts, "shard", strconv.FormatInt(shardOf(values[rs.depth], rs.shards), 10))
+	}
+	return engine.Key(parts...), true
+}

@@ -1,0 +1,261 @@
+// Package report owns the simulation report: its stable JSON schema and the renderings of it as
+// a terminal table, JSON, Markdown for a pull-request comment and a self-contained HTML page
+// with inline SVG charts.
+//
+// # JSON schema (schema "rlctl.simulate/v1")
+//
+// The JSON output is public API. Fields are only ever added; a change of meaning changes the
+// schema string. Times are Unix milliseconds, rates are fractions in [0, 1].
+//
+//	{
+//	  "schema": "rlctl.simulate/v1",
+//	  "policies": "policies",            // the policy directory
+//	  "logs": ["access.log"],
+//	  "requests": 1000000,               // records replayed
+//	  "bad_lines": 3,                    // lines skipped as unparseable
+//	  "bad_line_samples": [{"file":"access.log","line":17,"error":"...","text":"..."}],
+//	  "start_ms": 1714564800000, "end_ms": 1714565400000,
+//	  "settings": {"gateways":4, "assignment":"round-robin", "store_latency":"1ms",
+//	               "nat_users":20, "bucket_ms":5000},
+//	  "totals": {
+//	    "matched": 950000,                // requests that matched at least one rule
+//	    "would_deny": 1200,               // engine said over (any stage)
+//	    "denied": 800,                    // would have been rejected given each rule's stage
+//	    "ideal_deny": 1150,               // an ideal single global bucket (no leasing) said over
+//	    "over_admission": 10, "under_admission": 60,
+//	    "false_positives": 40, "false_positive_rate": 0.0333,
+//	    "legit_denials": 30, "nat_collateral": 10
+//	  },
+//	  "rules": [{
+//	    "domain":"edge", "rule":"per-tenant", "stage":"enforce", "pos":"policies/edge.cue:12:3",
+//	    "limit":"100/1s burst 200",
+//	    "requests":5000, "would_deny":100, "denied":100, "ideal_deny":95,
+//	    "over_admission":1, "under_admission":6,
+//	    "stranded_tokens_max":40, "stranded_tokens_end":12,
+//	    "lease_max":50, "store_calls":300,
+//	    "false_positives":3, "legit_denials":2, "nat_collateral":1,
+//	    "top_denied":[{"value":"tenant=acme","denials":80,"requests":900,"legit":false}],
+//	    "series":{"start_ms":..., "bucket_ms":5000, "requests":[...], "would_deny":[...],
+//	              "ideal_deny":[...], "lease":[...]}
+//	  }],
+//	  "thresholds": [{"expr":"false_positive_rate>0.5%","value":0.0333,"crossed":true}],
+//	  "failed": true                      // a --fail-if threshold was crossed
+//	}
+//
+// over_admission counts requests the leased gateways admitted that the ideal bucket denied;
+// under_admission the reverse. False positives are legit_denials (would-deny decisions against
+// identities marked legitimate) plus nat_collateral (would-deny decisions on an address or
+// subnet key behind which at least settings.nat_users distinct users were seen);
+// false_positive_rate is false_positives / would_deny.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// Schema names the JSON schema version.
+const Schema = "rlctl.simulate/v1"
+
+// Report is the result of a simulation.
+type Report struct {
+	Schema         string      `json:"schema"`
+	Policies       string      `json:"policies"`
+	Logs           []string    `json:"logs"`
+	Requests       int64       `json:"requests"`
+	BadLines       int64       `json:"bad_lines"`
+	BadLineSamples []BadLine   `json:"bad_line_samples"`
+	StartMs        int64       `json:"start_ms"`
+	EndMs          int64       `json:"end_ms"`
+	Settings       Settings    `json:"settings"`
+	Totals         Totals      `json:"totals"`
+	Rules          []*Rule     `json:"rules"`
+	Thresholds     []Threshold `json:"thresholds"`
+	Failed         bool        `json:"failed"`
+}
+
+// BadLine is one skipped line.
+type BadLine struct {
+	File  string `json:"file"`
+	Line  int64  `json:"line"`
+	Error string `json:"error"`
+	Text  string `json:"text"`
+}
+
+// Settings echo the simulation's parameters.
+type Settings struct {
+	Gateways     int    `json:"gateways"`
+	Assignment   string `json:"assignment"`
+	StoreLatency string `json:"store_latency"`
+	NATUsers     int    `json:"nat_users"`
+	BucketMs     int64  `json:"bucket_ms"`
+}
+
+// Counts are the figures reported per rule and in total.
+type Counts struct {
+	Requests       int64 `json:"requests"`
+	WouldDeny      int64 `json:"would_deny"`
+	Denied         int64 `json:"denied"`
+	IdealDeny      int64 `json:"ideal_deny"`
+	OverAdmission  int64 `json:"over_admission"`
+	UnderAdmission int64 `json:"under_admission"`
+	FalsePositives int64 `json:"false_positives"`
+	LegitDenials   int64 `json:"legit_denials"`
+	NATCollateral  int64 `json:"nat_collateral"`
+}
+
+// Totals sum the rules.
+type Totals struct {
+	Matched           int64   `json:"matched"`
+	WouldDeny         int64   `json:"would_deny"`
+	Denied            int64   `json:"denied"`
+	IdealDeny         int64   `json:"ideal_deny"`
+	OverAdmission     int64   `json:"over_admission"`
+	UnderAdmission    int64   `json:"under_admission"`
+	FalsePositives    int64   `json:"false_positives"`
+	FalsePositiveRate float64 `json:"false_positive_rate"`
+	LegitDenials      int64   `json:"legit_denials"`
+	NATCollateral     int64   `json:"nat_collateral"`
+	DenyRate          float64 `json:"deny_rate"`
+}
+
+// Rule is one rule's results.
+type Rule struct {
+	Domain string `json:"domain"`
+	Rule   string `json:"rule"`
+	Stage  string `json:"stage"`
+	Pos    string `json:"pos,omitempty"`
+	Limit  string `json:"limit"`
+	Counts
+	StrandedMax int64      `json:"stranded_tokens_max"`
+	StrandedEnd int64      `json:"stranded_tokens_end"`
+	LeaseMax    int64      `json:"lease_max"`
+	StoreCalls  int64      `json:"store_calls"`
+	TopDenied   []Identity `json:"top_denied"`
+	Series      Series     `json:"series"`
+}
+
+// Identity is one descriptor value and how it fared.
+type Identity struct {
+	Value    string `json:"value"`
+	Denials  int64  `json:"denials"`
+	Requests int64  `json:"requests"`
+	Legit    bool   `json:"legit"`
+	// Users is the number of distinct users seen behind an address or subnet value (0 when
+	// the value is not an address).
+	Users int `json:"users,omitempty"`
+}
+
+// Series is a rule's time series, in buckets of BucketMs from StartMs.
+type Series struct {
+	StartMs   int64   `json:"start_ms"`
+	BucketMs  int64   `json:"bucket_ms"`
+	Requests  []int64 `json:"requests"`
+	WouldDeny []int64 `json:"would_deny"`
+	IdealDeny []int64 `json:"ideal_deny"`
+	// Lease is the largest lease batch granted in each bucket.
+	Lease []int64 `json:"lease"`
+}
+
+// Threshold is one evaluated --fail-if expression.
+type Threshold struct {
+	Expr    string  `json:"expr"`
+	Value   float64 `json:"value"`
+	Crossed bool    `json:"crossed"`
+}
+
+// Finish computes the totals from the rules and sorts the rules by would-deny, most first.
+func (r *Report) Finish() {
+	r.Schema = Schema
+	t := Totals{}
+	for _, rl := range r.Rules {
+		t.WouldDeny += rl.WouldDeny
+		t.Denied += rl.Denied
+		t.IdealDeny += rl.IdealDeny
+		t.OverAdmission += rl.OverAdmission
+		t.UnderAdmission += rl.UnderAdmission
+		t.LegitDenials += rl.LegitDenials
+		t.NATCollateral += rl.NATCollateral
+		t.FalsePositives += rl.FalsePositives
+	}
+	t.Matched = r.Totals.Matched
+	if t.WouldDeny > 0 {
+		t.FalsePositiveRate = float64(t.FalsePositives) / float64(t.WouldDeny)
+	}
+	if r.Requests > 0 {
+		t.DenyRate = float64(t.WouldDeny) / float64(r.Requests)
+	}
+	r.Totals = t
+	sort.SliceStable(r.Rules, func(i, j int) bool {
+		a, b := r.Rules[i], r.Rules[j]
+		if a.WouldDeny != b.WouldDeny {
+			return a.WouldDeny > b.WouldDeny
+		}
+		if a.Domain != b.Domain {
+			return a.Domain < b.Domain
+		}
+		return a.Rule < b.Rule
+	})
+	if r.Logs == nil {
+		r.Logs = []string{}
+	}
+	if r.BadLineSamples == nil {
+		r.BadLineSamples = []BadLine{}
+	}
+	if r.Thresholds == nil {
+		r.Thresholds = []Threshold{}
+	}
+	if r.Rules == nil {
+		r.Rules = []*Rule{}
+	}
+	for _, rl := range r.Rules {
+		if rl.TopDenied == nil {
+			rl.TopDenied = []Identity{}
+		}
+	}
+}
+
+// Formats are the output formats, for -o.
+var Formats = []string{"table", "text", "json", "markdown", "html"}
+
+// Write renders r in format (one of Formats; "text" is "table").
+func Write(w io.Writer, r *Report, format string) error {
+	switch format {
+	case "table", "text":
+		return WriteTable(w, r)
+	case "json":
+		return WriteJSON(w, r)
+	case "markdown", "md":
+		return WriteMarkdown(w, r)
+	case "html":
+		return WriteHTML(w, r)
+	}
+	return fmt.Errorf("report: format %q: want table, json, markdown or html", format)
+}
+
+// WriteJSON writes r as indented JSON.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// pct formats a fraction as a percentage.
+func pct(f float64) string {
+	switch {
+	case f == 0:
+		return "0%"
+	case f < 0.0001:
+		return "<0.01%"
+	}
+	return fmt.Sprintf("%.2f%%", f*100)
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

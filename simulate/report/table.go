@@ -1,0 +1,111 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// WriteTable writes r for a terminal: a summary, one table of rules, the top denied identities
+// and the bad lines.
+func WriteTable(w io.Writer, r *Report) error {
+	fmt.Fprintf(w, "requests %d  bad lines %d  window %s  gateways %d (%s)  store latency %s\n",
+		r.Requests, r.BadLines, window(r), r.Settings.Gateways, r.Settings.Assignment, r.Settings.StoreLatency)
+	t := r.Totals
+	fmt.Fprintf(w, "would deny %d (%s)  denied %d  ideal %d  over-admission %d  under-admission %d\n",
+		t.WouldDeny, pct(t.DenyRate), t.Denied, t.IdealDeny, t.OverAdmission, t.UnderAdmission)
+	fmt.Fprintf(w, "false positives %d (%s of denials): legit %d, shared-NAT collateral %d (>= %d users)\n\n",
+		t.FalsePositives, pct(t.FalsePositiveRate), t.LegitDenials, t.NATCollateral, r.Settings.NATUsers)
+
+	if len(r.Rules) > 0 {
+		tbl := tablewriter.NewTable(w, tablewriter.WithRowAlignmentConfig(tw.CellAlignment{
+			PerColumn: []tw.Align{tw.AlignLeft, tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight,
+				tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}}))
+		tbl.Header("Rule", "Stage", "Requests", "Would deny", "Ideal", "Over", "Under", "Stranded max", "Lease max", "False pos")
+		var rows [][]string
+		for _, rl := range r.Rules {
+			rows = append(rows, []string{rl.Domain + "/" + rl.Rule, rl.Stage, itoa(rl.Requests), itoa(rl.WouldDeny),
+				itoa(rl.IdealDeny), itoa(rl.OverAdmission), itoa(rl.UnderAdmission), itoa(rl.StrandedMax),
+				itoa(rl.LeaseMax), itoa(rl.FalsePositives)})
+		}
+		if err := tbl.Bulk(rows); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		if err := tbl.Render(); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+	}
+
+	var rows [][]string
+	for _, rl := range r.Rules {
+		for _, id := range rl.TopDenied {
+			rows = append(rows, []string{rl.Domain + "/" + rl.Rule, id.Value, itoa(id.Denials), itoa(id.Requests), note(id)})
+		}
+	}
+	if len(rows) > 0 {
+		fmt.Fprintln(w, "\nTop denied identities")
+		tbl := tablewriter.NewTable(w)
+		tbl.Header("Rule", "Identity", "Denials", "Requests", "Note")
+		if err := tbl.Bulk(rows); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		if err := tbl.Render(); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+	}
+	writeBadLines(w, r, "")
+	writeThresholds(w, r, "")
+	return nil
+}
+
+func writeBadLines(w io.Writer, r *Report, indent string) {
+	if r.BadLines == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d bad lines skipped", r.BadLines)
+	if int64(len(r.BadLineSamples)) < r.BadLines {
+		fmt.Fprintf(w, "; the first %d:", len(r.BadLineSamples))
+	} else {
+		fmt.Fprint(w, ":")
+	}
+	fmt.Fprintln(w)
+	for _, b := range r.BadLineSamples {
+		fmt.Fprintf(w, "%s%s:%d: %s\n%s    %s\n", indent, b.File, b.Line, b.Error, indent, b.Text)
+	}
+}
+
+func writeThresholds(w io.Writer, r *Report, indent string) {
+	for _, th := range r.Thresholds {
+		state := "ok"
+		if th.Crossed {
+			state = "CROSSED"
+		}
+		fmt.Fprintf(w, "%sthreshold %s: value %s: %s\n", indent, th.Expr, strconv.FormatFloat(th.Value, 'g', 6, 64), state)
+	}
+}
+
+func note(id Identity) string {
+	switch {
+	case id.Legit:
+		return "legitimate"
+	case id.Users == 1:
+		return "1 user behind it"
+	case id.Users > 0:
+		return fmt.Sprintf("%d users behind it", id.Users)
+	}
+	return ""
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func window(r *Report) string {
+	if r.EndMs <= r.StartMs {
+		return "-"
+	}
+	return fmt.Sprintf("%s to %s (%s)", time.UnixMilli(r.StartMs).UTC().Format("2006-01-02T15:04:05Z"),
+		time.UnixMilli(r.EndMs).UTC().Format("15:04:05Z"), time.Duration(r.EndMs-r.StartMs)*time.Millisecond)
+}

@@ -1,0 +1,210 @@
+package simulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/simulate/accesslog"
+	"github.com/rlctl/rlctl/simulate/report"
+)
+
+// Input is one access log to replay.
+type Input struct {
+	Name string
+	R    io.Reader
+}
+
+// RunConfig configures Run.
+type RunConfig struct {
+	Sim Config
+	Log accesslog.Options
+	// MaxBad is the most bad lines tolerated; more fail the run with ErrTooManyBad. Negative
+	// means no limit.
+	MaxBad int64
+	// BadSamples is how many bad lines the report quotes in full (default 5).
+	BadSamples int
+}
+
+// ErrTooManyBad reports more bad lines than RunConfig.MaxBad.
+var ErrTooManyBad = errors.New("too many bad lines")
+
+const batchSize = 512
+
+// batch carries parsed records from the reading goroutine to the replaying one.
+type batch struct {
+	recs []accesslog.Record
+	n    int
+	err  error // a read error that ends the run
+}
+
+// Run replays inputs in order and returns the report. Parsing runs on its own goroutine,
+// pipelined with the replay; memory is bounded by a few batches plus the simulator's live keys.
+func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, error) {
+	sim, err := New(cfg.Sim)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.BadSamples <= 0 {
+		cfg.BadSamples = 5
+	}
+	opts := cfg.Log
+	opts.Headers = append(append([]string(nil), opts.Headers...), HeadersFor(cfg.Sim.Model)...)
+	if a := cfg.Sim.Assign; a.Kind != "round-robin" && a.Field != "" {
+		opts.Headers = append(opts.Headers, strings.ToLower(a.Field))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	full := make(chan *batch, 4)
+	free := make(chan *batch, 6)
+	for i := 0; i < 6; i++ {
+		free <- &batch{recs: make([]accesslog.Record, batchSize)}
+	}
+	var bad []report.BadLine
+	var badCount int64
+	go func() {
+		defer close(full)
+		err := readAll(ctx, inputs, opts, free, full, func(le *accesslog.LineError) error {
+			badCount++
+			if len(bad) < cfg.BadSamples {
+				bad = append(bad, report.BadLine{File: le.File, Line: le.Line, Error: le.Err.Error(), Text: le.Text})
+			}
+			if cfg.MaxBad >= 0 && badCount > cfg.MaxBad {
+				return fmt.Errorf("%w: %d, more than --max-bad %d (first at %s:%d: %v)", ErrTooManyBad,
+					badCount, cfg.MaxBad, bad[0].File, bad[0].Line, bad[0].Error)
+			}
+			return nil
+		})
+		if err != nil {
+			select {
+			case full <- &batch{err: err}:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	var runErr error
+	for b := range full {
+		if b.err != nil {
+			runErr = b.err
+			break
+		}
+		if runErr == nil {
+			for i := 0; i < b.n; i++ {
+				if err := sim.Replay(&b.recs[i]); err != nil {
+					runErr = err
+					cancel()
+					break
+				}
+			}
+		}
+		b.n = 0
+		select {
+		case free <- b:
+		default:
+		}
+	}
+	cancel()
+	for range full {
+		// Drain so the reader goroutine ends.
+	}
+	if runErr != nil {
+		return nil, runErr
+	}
+	r, err := sim.Finish()
+	if err != nil {
+		return nil, err
+	}
+	r.BadLines, r.BadLineSamples = badCount, bad
+	for _, in := range inputs {
+		r.Logs = append(r.Logs, in.Name)
+	}
+	r.Finish()
+	return r, nil
+}
+
+// readAll parses inputs into batches.
+func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <-chan *batch, full chan<- *batch,
+	onBad func(*accesslog.LineError) error) error {
+	var b *batch
+	get := func() bool {
+		select {
+		case b = <-free:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !get() {
+		return nil
+	}
+	for _, in := range inputs {
+		rd, err := accesslog.NewReader(in.Name, in.R, opts)
+		if err != nil {
+			return err
+		}
+		for {
+			rec := &b.recs[b.n]
+			err := rd.Read(rec)
+			if err == io.EOF {
+				break
+			}
+			var le *accesslog.LineError
+			if errors.As(err, &le) {
+				if err := onBad(le); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			b.n++
+			if b.n == len(b.recs) {
+				select {
+				case full <- b:
+				case <-ctx.Done():
+					return nil
+				}
+				if !get() {
+					return nil
+				}
+			}
+		}
+	}
+	if b.n > 0 {
+		select {
+		case full <- b:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// HeadersFor lists the request headers a model's sources read, plus the Authorization header
+// (for JWT claims) and the TLS fingerprint headers the shared-NAT check uses.
+func HeadersFor(m *policy.Model) []string {
+	set := map[string]bool{"authorization": true, "x-ja4": true, "x-ja3": true}
+	for _, d := range m.Domains {
+		for _, s := range d.Sources {
+			if s.Header != "" && !strings.HasPrefix(s.Header, ":") {
+				set[strings.ToLower(s.Header)] = true
+			}
+			for _, st := range s.Waterfall {
+				if st.Header != "" {
+					set[strings.ToLower(st.Header)] = true
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for h := range set {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,310 @@
+// Package simulate replays access logs through the rate-limit engine before a policy ships: each
+// record becomes descriptors through the compiled model's sources (one definition, shared with
+// render and the enforcer), N virtual gateways each run the engine's lease manager against one
+// in-memory store on a virtual clock, store replies land after a modelled latency, and a second,
+// ideal engine (one global bucket, no leasing) runs beside them. The report counts, per rule,
+// what would have been denied, how leasing drifted from the ideal, stranded tokens, and false
+// positives: denials of identities marked legitimate and of addresses shared by many users.
+//
+// JWT claims are decoded from the logged Authorization header without verifying signatures.
+//
+// Note: engineLimit, shardLimit, shardOf and canaryBucket mirror the enforcer's unexported
+// functions of the same names; they should move to one exported home (engine or policy) that
+// both use.
+package simulate
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/simulate/accesslog"
+)
+
+// Config configures a Simulator.
+type Config struct {
+	Model *policy.Model
+	// Domain limits the replay to one domain; empty means all.
+	Domain   string
+	Gateways int // at least 1
+	Assign   Assignment
+	Latency  Latency
+	// NATUsers is K: a denial on an address or subnet key behind which at least K distinct
+	// users (JWT subjects or TLS fingerprints) were seen is shared-NAT collateral.
+	NATUsers int
+	// Legit are descriptor values of legitimate callers, in addition to the rules' own lists.
+	Legit []string
+	// TopN is how many denied identities to report per rule.
+	TopN int
+}
+
+// Simulator replays records. It is not safe for concurrent use: feed it from one goroutine.
+type Simulator struct {
+	cfg      Config
+	domains  []*domainSim
+	rules    []*ruleSim
+	gateways []gateway
+	assign   *assigner
+	store    *engine.Memory // the virtual fleet's shared store
+	ideal    *engine.Memory // the ideal single-bucket engine
+	events   eventQueue
+	seq      uint64
+	nowUs    int64
+	started  bool
+	startMs  int64
+	bucketMs int64
+	nextTick int64 // ms of the next housekeeping tick
+	rb       *requestBuilder
+	nat      natTracker
+	legit    map[string]bool
+
+	values  []string
+	oks     []bool
+	entries []policy.Entry
+	keyBuf  []byte
+	addrSrc [2]*policy.Source // whole address and subnet, for the shared-NAT check
+
+	requests, matched, reordered int64
+	ctx                          context.Context
+}
+
+// New returns a Simulator for cfg.
+func New(cfg Config) (*Simulator, error) {
+	if cfg.Model == nil {
+		return nil, fmt.Errorf("simulate: no policy model")
+	}
+	cfg.Gateways = max(cfg.Gateways, 1)
+	if cfg.NATUsers <= 0 {
+		cfg.NATUsers = 20
+	}
+	if cfg.TopN <= 0 {
+		cfg.TopN = 10
+	}
+	if cfg.Assign.Kind == "" {
+		cfg.Assign.Kind = "round-robin"
+	}
+	s := &Simulator{
+		cfg:      cfg,
+		bucketMs: 1000,
+		rb:       newRequestBuilder(),
+		nat:      natTracker{cap: max(cfg.NATUsers, 100), addrs: map[string]*userSet{}},
+		legit:    map[string]bool{},
+		ctx:      context.Background(),
+		addrSrc: [2]*policy.Source{{Key: "addr", Kind: policy.SourceRemoteAddress, Mask: policy.MaskNone},
+			{Key: "subnet", Kind: policy.SourceRemoteAddress, Mask: policy.MaskSubnet}},
+	}
+	clock := engine.ClockFunc(func() int64 { return s.nowUs / 1000 })
+	s.store, s.ideal = engine.NewMemory(clock), engine.NewMemory(clock)
+	for _, v := range cfg.Legit {
+		s.legit[v] = true
+	}
+	for _, d := range cfg.Model.Domains {
+		if cfg.Domain != "" && d.Name != cfg.Domain {
+			continue
+		}
+		ds, err := newDomainSim(d)
+		if err != nil {
+			return nil, fmt.Errorf("simulate: %w", err)
+		}
+		s.domains = append(s.domains, ds)
+		for _, r := range d.Rules {
+			s.rules = append(s.rules, ds.rules[r])
+			for _, v := range r.Legit {
+				s.legit[v] = true
+			}
+		}
+	}
+	if cfg.Domain != "" && len(s.domains) == 0 {
+		return nil, fmt.Errorf("simulate: no domain %q in the policies", cfg.Domain)
+	}
+	s.assign = &assigner{a: cfg.Assign, n: cfg.Gateways, byName: map[string]int{}}
+	if cfg.Assign.Kind != "field" {
+		for i := 0; i < cfg.Gateways; i++ {
+			if _, err := s.addGatewayErr(gatewayName(i)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+func (s *Simulator) addGateway(name string) int {
+	i, err := s.addGatewayErr(name)
+	if err != nil {
+		// The lease configuration was accepted for the first gateway; later ones cannot fail.
+		return 0
+	}
+	return i
+}
+
+// addGatewayErr adds a virtual gateway with a lease manager per rule.
+func (s *Simulator) addGatewayErr(name string) (int, error) {
+	i := len(s.gateways)
+	s.gateways = append(s.gateways, gateway{name: name, canary: canaryBucket(name)})
+	clock := engine.ClockFunc(func() int64 { return s.nowUs / 1000 })
+	dispatch := engine.DispatchFunc(func(fn func(context.Context)) {
+		s.seq++
+		heap.Push(&s.events, event{atUs: s.nowUs + s.cfg.Latency.draw(), seq: s.seq, fn: fn})
+	})
+	for _, rs := range s.rules {
+		l := rs.rule.Lease
+		lw := l.LowWatermarkPercent
+		if lw == 0 && l.LowWatermark > 0 && l.Max > 0 {
+			lw = max(1, l.LowWatermark*100/l.Max)
+		}
+		mgr, err := engine.NewLeaseManager(engine.LeaseConfig{
+			Store: meteredStore{s: s, inner: s.store, rs: rs}, Clock: clock, Dispatcher: dispatch,
+			MinLease: l.Min, MaxLease: l.Max, Lookahead: l.LookaheadMs, LowWaterPercent: lw, TTL: l.TTLMs,
+		})
+		if err != nil {
+			return 0, fmt.Errorf("simulate: rule %s/%s: %w", rs.domain, rs.rule.Name, err)
+		}
+		rs.gateway = append(rs.gateway, &gatewayRule{mgr: mgr})
+	}
+	return i, nil
+}
+
+// bucket is the series index of the current virtual time.
+func (s *Simulator) bucket() int {
+	return int((s.nowUs/1000 - s.startMs) / s.bucketMs)
+}
+
+// advance moves virtual time to ms, landing store replies and running housekeeping on the way.
+func (s *Simulator) advance(ms int64) error {
+	target := ms * 1000
+	for len(s.events) > 0 && s.events[0].atUs <= target {
+		e := heap.Pop(&s.events).(event)
+		s.nowUs = max(s.nowUs, e.atUs)
+		e.fn(s.ctx)
+	}
+	s.nowUs = max(s.nowUs, target)
+	for s.nowUs/1000 >= s.nextTick {
+		if err := s.tick(); err != nil {
+			return err
+		}
+	}
+	for s.bucket() >= maxPoints {
+		s.bucketMs *= 2
+		for _, rs := range s.rules {
+			rs.stats.halve()
+		}
+	}
+	return nil
+}
+
+// tick runs once a virtual second: lease sweeps, stranded-token sampling and store expiry.
+func (s *Simulator) tick() error {
+	now := s.nowUs / 1000
+	s.nextTick = now - now%1000 + 1000
+	for _, rs := range s.rules {
+		var stranded int64
+		for _, g := range rs.gateway {
+			if err := g.mgr.Sweep(s.ctx); err != nil {
+				return fmt.Errorf("simulate: sweep: %w", err)
+			}
+			stranded += g.mgr.Stranded()
+		}
+		rs.stats.out.StrandedMax = max(rs.stats.out.StrandedMax, stranded)
+		rs.stats.out.StrandedEnd = stranded
+	}
+	if now%60_000 < 1000 {
+		s.store.Expire(now)
+		s.ideal.Expire(now)
+		for _, rs := range s.rules {
+			rs.stats.prune(now - 2*engine.TTL(rs.limits))
+		}
+	}
+	return nil
+}
+
+// Replay runs one record through the virtual fleet and the ideal engine.
+func (s *Simulator) Replay(rec *accesslog.Record) error {
+	t := rec.TimeMs
+	if !s.started {
+		s.started, s.startMs, s.nowUs, s.nextTick = true, t, t*1000, t
+	}
+	if t < s.nowUs/1000 {
+		s.reordered++
+		t = s.nowUs / 1000
+	}
+	if err := s.advance(t); err != nil {
+		return err
+	}
+	s.requests++
+	req := s.rb.build(rec)
+	s.seeUser(req)
+	g := s.assign.pick(s, rec)
+	matched := false
+	for _, ds := range s.domains {
+		m, err := s.replayDomain(ds, req, g)
+		if err != nil {
+			return err
+		}
+		matched = matched || m
+	}
+	if matched {
+		s.matched++
+	}
+	return nil
+}
+
+// seeUser records the request's user (JWT subject, else TLS fingerprint) behind its address
+// and subnet.
+func (s *Simulator) seeUser(req policy.Request) {
+	user := req.Claims["sub"]
+	if user != "" {
+		user = "sub:" + user
+	} else if fp := req.Headers["x-ja4"]; fp != "" {
+		user = "fp:" + fp
+	} else if fp := req.Headers["x-ja3"]; fp != "" {
+		user = "fp:" + fp
+	}
+	if user == "" {
+		return
+	}
+	for _, src := range s.addrSrc {
+		if e, ok := src.Entry(req); ok {
+			s.nat.see(e.Value, user)
+		}
+	}
+}
+
+func (s *Simulator) replayDomain(ds *domainSim, req policy.Request, g int) (bool, error) {
+	n := len(ds.d.Sources)
+	s.values, s.oks = s.values[:0], s.oks[:0]
+	for _, src := range ds.d.Sources {
+		e, ok := src.Entry(req)
+		s.values, s.oks = append(s.values, e.Value), append(s.oks, ok)
+	}
+	_ = n
+	matched := false
+	for _, shape := range ds.shapes {
+		s.entries = s.entries[:0]
+		ok := true
+		for _, i := range shape {
+			if !s.oks[i] {
+				ok = false
+				break
+			}
+			s.entries = append(s.entries, policy.Entry{Key: ds.d.Sources[i].Key, Value: s.values[i]})
+		}
+		if !ok {
+			continue
+		}
+		rule, found := ds.d.Lookup(s.entries)
+		if !found {
+			continue
+		}
+		rs := ds.rules[rule]
+		if rs == nil {
+			continue
+		}
+		matched = true
+		if err := s.decide(ds, rs, shape, g); err != nil {
+			return matched, err
+		}
+	}
+	return matched, nil
+}

@@ -1,0 +1,266 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/simulate/accesslog"
+	"github.com/rlctl/rlctl/simulate/report"
+)
+
+// testModel is a small hand-built model: a per-tenant rule, a per-address rule and a sharded
+// rule, each with 1 hour windows so that nothing refills during a test.
+func testModel() *policy.Model {
+	hour := int64(3_600_000)
+	rule := func(name string, match []policy.Match, requests int64) *policy.Rule {
+		return &policy.Rule{Name: name, Match: match, Stage: policy.Stage{Name: policy.StageEnforce},
+			Limits: []policy.Limit{{Requests: requests, WindowMs: hour, Algorithm: policy.TokenBucket, Cost: 1}},
+			Lease:  policy.Lease{Min: 1, Max: 5, LookaheadMs: 250, LowWatermarkPercent: 20, TTLMs: 2000}}
+	}
+	sharded := rule("sharded", []policy.Match{{Key: "tenant", Value: "big", Kind: policy.MatchExact}}, 1600)
+	sharded.SubShards = &policy.SubShards{Count: 16, Attribute: "ip"}
+	perTenant := rule("per-tenant", []policy.Match{{Key: "tenant", Kind: policy.MatchAny}}, 10)
+	perTenant.Legit = []string{"acme"}
+	return &policy.Model{Domains: []*policy.Domain{{
+		Name: "d",
+		Sources: []*policy.Source{
+			{Key: "tenant", Kind: policy.SourceHeader, Header: "x-tenant-id"},
+			{Key: "ip", Kind: policy.SourceRemoteAddress, Mask: policy.MaskNone},
+		},
+		Rules: []*policy.Rule{
+			sharded,
+			perTenant,
+			rule("per-ip", []policy.Match{{Key: "ip", Kind: policy.MatchAny}}, 5),
+		},
+	}}}
+}
+
+func replay(t *testing.T, cfg Config, recs []accesslog.Record) *report.Report {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		if err := s.Replay(&recs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func ruleOf(t *testing.T, r *report.Report, name string) *report.Rule {
+	t.Helper()
+	for _, rl := range r.Rules {
+		if rl.Rule == name {
+			return rl
+		}
+	}
+	t.Fatalf("no rule %s in report", name)
+	return nil
+}
+
+func bearerFor(sub string) string {
+	return "Bearer eyJhbGciOiJub25lIn0." + b64(fmt.Sprintf(`{"sub":%q}`, sub)) + ".sig"
+}
+
+// TestLeasingNeverOverAdmits replays 100 requests of one tenant over 4 gateways: leasing may
+// strand tokens, but the fleet never admits more than the bucket holds.
+func TestLeasingNeverOverAdmits(t *testing.T) {
+	for _, gateways := range []int{1, 4, 16} {
+		var recs []accesslog.Record
+		for i := 0; i < 100; i++ {
+			recs = append(recs, accesslog.Record{TimeMs: 1_000_000 + int64(i*10), Headers: []accesslog.Header{{Name: "x-tenant-id", Value: "t"}}})
+		}
+		lat, _ := ParseLatency("2ms", 1)
+		r := replay(t, Config{Model: testModel(), Gateways: gateways, Latency: lat}, recs)
+		rl := ruleOf(t, r, "per-tenant")
+		if got, want := rl.Requests, int64(100); got != want {
+			t.Errorf("gateways %d: requests: got %d, want %d", gateways, got, want)
+		}
+		if admitted := rl.Requests - rl.WouldDeny; admitted > 10 {
+			t.Errorf("gateways %d: admitted: got %d, want at most 10", gateways, admitted)
+		}
+		if got, want := rl.IdealDeny, int64(90); got != want {
+			t.Errorf("gateways %d: ideal deny: got %d, want %d", gateways, got, want)
+		}
+		if rl.StrandedMax > int64(gateways)*5 {
+			t.Errorf("gateways %d: stranded max %d above N×B = %d", gateways, rl.StrandedMax, gateways*5)
+		}
+	}
+}
+
+// TestFalsePositives checks both kinds: a legitimate tenant denied, and an address shared by
+// many users denied.
+func TestFalsePositives(t *testing.T) {
+	tests := []struct {
+		name                string
+		users               int
+		tenant              string
+		wantLegit, wantNAT  int64
+		wantPerIPWouldDeny  int64
+		wantTenantWouldDeny int64
+	}{
+		{"office behind NAT", 30, "", 0, 25, 25, 0},
+		{"few users", 10, "", 0, 0, 25, 0},
+		{"legit tenant", 1, "acme", 20, 25, 25, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var recs []accesslog.Record
+			for i := 0; i < 30; i++ {
+				rec := accesslog.Record{TimeMs: 5_000_000 + int64(i), RemoteAddr: "198.51.100.23:4000",
+					Headers: []accesslog.Header{{Name: "authorization", Value: bearerFor(fmt.Sprintf("u%d", i%tt.users))}}}
+				if tt.tenant != "" {
+					rec.Headers = append(rec.Headers, accesslog.Header{Name: "x-tenant-id", Value: tt.tenant})
+				}
+				recs = append(recs, rec)
+			}
+			r := replay(t, Config{Model: testModel(), Gateways: 1, NATUsers: 20}, recs)
+			if got := ruleOf(t, r, "per-ip").WouldDeny; got != tt.wantPerIPWouldDeny {
+				t.Errorf("per-ip would deny: got %d, want %d", got, tt.wantPerIPWouldDeny)
+			}
+			if got := ruleOf(t, r, "per-tenant").WouldDeny; got != tt.wantTenantWouldDeny {
+				t.Errorf("per-tenant would deny: got %d, want %d", got, tt.wantTenantWouldDeny)
+			}
+			if got := r.Totals.LegitDenials; got != tt.wantLegit {
+				t.Errorf("legit denials: got %d, want %d", got, tt.wantLegit)
+			}
+			if got := r.Totals.NATCollateral; got != tt.wantNAT {
+				t.Errorf("NAT collateral: got %d, want %d", got, tt.wantNAT)
+			}
+			if got, want := r.Totals.FalsePositives, tt.wantLegit+tt.wantNAT; got != want {
+				t.Errorf("false positives: got %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+func TestMatcherSharded(t *testing.T) {
+	m, err := NewMatcher(testModel().Domains[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.Match(policy.Request{Headers: map[string]string{"x-tenant-id": "big"}, RemoteAddr: "192.0.2.1"})
+	var names []string
+	for _, mt := range got {
+		names = append(names, mt.Rule.Name)
+		if mt.Rule.Name == "sharded" {
+			if !strings.Contains(mt.Key, ":shard:") {
+				t.Errorf("sharded key %q has no shard", mt.Key)
+			}
+			if got, want := mt.Limits[0].Requests, int64(100); got != want {
+				t.Errorf("shard requests: got %d, want %d", got, want)
+			}
+		}
+	}
+	if want := "sharded,per-tenant,per-ip"; strings.Join(names, ",") != want {
+		t.Errorf("matched: got %s, want %s", strings.Join(names, ","), want)
+	}
+}
+
+func TestDecodeClaims(t *testing.T) {
+	tests := []struct {
+		auth string
+		want map[string]string
+	}{
+		{"Bearer " + "x." + b64(`{"sub":"u1","n":3,"ok":true,"o":{"a":1}}`) + ".s", map[string]string{"sub": "u1", "n": "3", "ok": "true"}},
+		{"bearer x." + b64(`{"sub":"u2"}`) + "==.s", map[string]string{"sub": "u2"}},
+		{"Basic dXNlcjpwYXNz", nil},
+		{"Bearer a.!!!.c", nil},
+		{"Bearer a." + b64(`[1]`) + ".c", nil},
+	}
+	for _, tt := range tests {
+		got := DecodeClaims(tt.auth)
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("DecodeClaims(%q): got %v, want %v", tt.auth, got, tt.want)
+		}
+	}
+}
+
+func TestParsers(t *testing.T) {
+	for _, s := range []string{"0", "1ms", "500us", "uniform:0.5ms-2ms"} {
+		if _, err := ParseLatency(s, 1); err != nil {
+			t.Errorf("ParseLatency(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"fast", "-1ms", "uniform:2ms-1ms", "uniform:1ms"} {
+		if _, err := ParseLatency(s, 1); err == nil {
+			t.Errorf("ParseLatency(%q): got nil error", s)
+		}
+	}
+	l, _ := ParseLatency("uniform:1ms-2ms", 1)
+	for i := 0; i < 1000; i++ {
+		if d := l.draw(); d < 1000 || d > 2000 {
+			t.Fatalf("draw: got %dµs, want in [1000, 2000]", d)
+		}
+	}
+	for s, want := range map[string]string{"": "round-robin", "hash:x_forwarded_for": "hash:x_forwarded_for", "field:hostname": "field:hostname"} {
+		a, err := ParseAssignment(s)
+		if err != nil || a.String() != want {
+			t.Errorf("ParseAssignment(%q): got %v, %v; want %s", s, a, err, want)
+		}
+	}
+	if _, err := ParseAssignment("hash:"); err == nil {
+		t.Error("ParseAssignment(hash:): got nil error")
+	}
+}
+
+func TestThresholds(t *testing.T) {
+	r := &report.Report{Requests: 1000, BadLines: 2, Totals: report.Totals{FalsePositiveRate: 0.01, WouldDeny: 50}}
+	tests := []struct {
+		expr    string
+		crossed bool
+	}{
+		{"false_positive_rate>0.5%", true},
+		{"false_positive_rate > 2%", false},
+		{"would_deny>=50", true},
+		{"would_deny<50", false},
+		{"bad_lines==2", true},
+		{"bad_lines!=2", false},
+	}
+	for _, tt := range tests {
+		th, err := ParseThreshold(tt.expr)
+		if err != nil {
+			t.Fatalf("ParseThreshold(%q): %v", tt.expr, err)
+		}
+		r.Failed = false
+		Evaluate(r, []Threshold{th})
+		if got := r.Thresholds[0].Crossed; got != tt.crossed || r.Failed != tt.crossed {
+			t.Errorf("%s: got crossed %v (failed %v), want %v", tt.expr, got, r.Failed, tt.crossed)
+		}
+	}
+	for _, bad := range []string{"nonsense", "happiness>1", "would_deny>lots"} {
+		if _, err := ParseThreshold(bad); err == nil {
+			t.Errorf("ParseThreshold(%q): got nil error", bad)
+		}
+	}
+}
+
+// TestRunBadLines checks the bad-line budget of Run.
+func TestRunBadLines(t *testing.T) {
+	log := "{\"path\":\"/a\"}\nnot json\n{\"path\":\"/b\"}\n{\n"
+	for _, tt := range []struct {
+		maxBad  int64
+		wantErr bool
+	}{{-1, false}, {2, false}, {1, true}} {
+		r, err := Run(context.Background(), RunConfig{Sim: Config{Model: testModel()}, MaxBad: tt.maxBad},
+			[]Input{{Name: "x.log", R: strings.NewReader(log)}})
+		if (err != nil) != tt.wantErr {
+			t.Fatalf("max-bad %d: got error %v, want error %v", tt.maxBad, err, tt.wantErr)
+		}
+		if err != nil {
+			continue
+		}
+		if r.Requests != 2 || r.BadLines != 2 || r.BadLineSamples[0].Line != 2 || r.BadLineSamples[1].Line != 4 {
+			t.Errorf("max-bad %d: got requests %d, bad %d %+v; want 2, 2 at lines 2 and 4", tt.maxBad, r.Requests, r.BadLines, r.BadLineSamples)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package simulate
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rlctl/rlctl/simulate/report"
+)
+
+// Threshold is a parsed --fail-if expression: METRIC OP VALUE, such as
+// "false_positive_rate>0.5%" or "would_deny>=1000".
+type Threshold struct {
+	Expr   string
+	Metric string
+	Op     string
+	Value  float64
+}
+
+// Metrics are the names a threshold may test, with how each is read from a report. Rates are
+// fractions; a value written with '%' is divided by 100.
+var Metrics = map[string]func(*report.Report) float64{
+	"false_positive_rate": func(r *report.Report) float64 { return r.Totals.FalsePositiveRate },
+	"false_positives":     func(r *report.Report) float64 { return float64(r.Totals.FalsePositives) },
+	"legit_denials":       func(r *report.Report) float64 { return float64(r.Totals.LegitDenials) },
+	"nat_collateral":      func(r *report.Report) float64 { return float64(r.Totals.NATCollateral) },
+	"would_deny":          func(r *report.Report) float64 { return float64(r.Totals.WouldDeny) },
+	"deny_rate":           func(r *report.Report) float64 { return r.Totals.DenyRate },
+	"denied":              func(r *report.Report) float64 { return float64(r.Totals.Denied) },
+	"ideal_deny":          func(r *report.Report) float64 { return float64(r.Totals.IdealDeny) },
+	"over_admission":      func(r *report.Report) float64 { return float64(r.Totals.OverAdmission) },
+	"under_admission":     func(r *report.Report) float64 { return float64(r.Totals.UnderAdmission) },
+	"over_admission_rate": func(r *report.Report) float64 { return ratio(r.Totals.OverAdmission, r.Totals.Matched) },
+	"bad_lines":           func(r *report.Report) float64 { return float64(r.BadLines) },
+	"requests":            func(r *report.Report) float64 { return float64(r.Requests) },
+}
+
+// MetricNames lists Metrics sorted, for help and errors.
+func MetricNames() []string {
+	names := make([]string, 0, len(Metrics))
+	for n := range Metrics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+var ops = []string{">=", "<=", "==", "!=", ">", "<"}
+
+// ParseThreshold parses METRIC OP VALUE with OP one of > >= < <= == != and VALUE a number,
+// optionally ending in '%'.
+func ParseThreshold(s string) (Threshold, error) {
+	expr := strings.ReplaceAll(s, " ", "")
+	for _, op := range ops {
+		i := strings.Index(expr, op)
+		if i < 0 {
+			continue
+		}
+		metric, val := expr[:i], expr[i+len(op):]
+		if _, ok := Metrics[metric]; !ok {
+			return Threshold{}, fmt.Errorf("fail-if %q: unknown metric %q (want one of %s)", s, metric, strings.Join(MetricNames(), ", "))
+		}
+		scale := 1.0
+		if strings.HasSuffix(val, "%") {
+			val, scale = val[:len(val)-1], 0.01
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return Threshold{}, fmt.Errorf("fail-if %q: value %q is not a number", s, val)
+		}
+		return Threshold{Expr: s, Metric: metric, Op: op, Value: v * scale}, nil
+	}
+	return Threshold{}, fmt.Errorf("fail-if %q: want METRIC OP VALUE, such as false_positive_rate>0.5%%", s)
+}
+
+// Evaluate tests the thresholds against r, records them in r.Thresholds and sets r.Failed when
+// any is crossed.
+func Evaluate(r *report.Report, ths []Threshold) {
+	r.Thresholds = r.Thresholds[:0]
+	for _, th := range ths {
+		v := Metrics[th.Metric](r)
+		var crossed bool
+		switch th.Op {
+		case ">":
+			crossed = v > th.Value
+		case ">=":
+			crossed = v >= th.Value
+		case "<":
+			crossed = v < th.Value
+		case "<=":
+			crossed = v <= th.Value
+		case "==":
+			crossed = v == th.Value
+		case "!=":
+			crossed = v != th.Value
+		}
+		r.Thresholds = append(r.Thresholds, report.Threshold{Expr: th.Expr, Value: v, Crossed: crossed})
+		r.Failed = r.Failed || crossed
+	}
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
