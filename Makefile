@@ -11,12 +11,19 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# The main job on the embedded default: lint the example policies and render the snapshot.
+# The main job on the embedded default: lint the example policies, run their unit tests, render
+# the snapshot, generate and simulate an access log, and exercise the enforcer on the in-memory
+# store. Everything it writes goes to out/.
 demo: build
 	@mkdir -p $(OUT)
 	$(RLCTL) lint policies
+	$(RLCTL) test policies/tests
 	$(RLCTL) render --target snapshot policies --out $(OUT)/snapshot.json
-	@echo "demo: snapshot written to $(OUT)/snapshot.json"
+	$(RLCTL) gen-logs --seed 1 --lines 200000 --format envoy-json --out $(OUT)/access.log
+	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o table
+	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o html --out $(OUT)/report.html
+	./scripts/demo-enforcer.sh $(BIN) $(OUT)/snapshot.json
+	@echo "demo: done. Report: $(OUT)/report.html, snapshot: $(OUT)/snapshot.json"
 
 # Tests that need Redis start their own redis-server; this makes sure one is installed.
 redis:

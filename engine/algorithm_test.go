@@ -252,3 +252,17 @@ func TestReturn(t *testing.T) {
 		}
 	}
 }
+
+func TestParseAlgorithm(t *testing.T) {
+	for i, a := range []Algorithm{TokenBucket, SlidingWindow, FixedWindow} {
+		if got, err := ParseAlgorithm(a.String()); err != nil || got != a {
+			t.Errorf("step %d: ParseAlgorithm(%q) = %v, %v; want %v", i, a.String(), got, err, a)
+		}
+	}
+	if got, err := ParseAlgorithm(""); err != nil || got != TokenBucket {
+		t.Errorf(`ParseAlgorithm("") = %v, %v; want token_bucket`, got, err)
+	}
+	if _, err := ParseAlgorithm("leaky_bucket"); err == nil {
+		t.Error(`ParseAlgorithm("leaky_bucket"): no error`)
+	}
+}

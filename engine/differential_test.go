@@ -77,9 +77,9 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (
 	model := NewMemory(nil)
 	const batch = 2000
 	type pending struct {
-		k     *diffKeyState
-		take  *TakeRequest
-		ret   *ReturnRequest
+		k      *diffKeyState
+		take   *TakeRequest
+		ret    *ReturnRequest
 		res    Result           // the model's reply
 		fields map[string]int64 // the model's state right after the op
 		cmd    *redis.Cmd

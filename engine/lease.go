@@ -73,19 +73,19 @@ type LeaseManager struct {
 	leases sync.Map // key string → *lease
 	closed atomic.Bool
 
-	fetches, shortCircuits, returned atomic.Int64
+	fetches, shortCircuits, returned, storeErrors atomic.Int64
 }
 
 // lease is one key's local state.
 type lease struct {
 	key      string
-	capacity int64        // a cost above it can never be granted
 	balance  atomic.Int64 // tokens spendable without I/O
 	lowWater atomic.Int64 // prefetch below this balance
 	inflight atomic.Bool  // a prefetch is on its way
 
 	mu       sync.Mutex // guards the fields below
 	limits   []Limit
+	capacity int64 // a cost above it can never be granted
 	size     int64 // B
 	credited int64 // tokens ever added to balance
 	drained  int64 // tokens ever removed from balance by returns
@@ -123,6 +123,8 @@ type LeaseStats struct {
 	ShortCircuits int64
 	// Returned is the number of tokens given back to the store.
 	Returned int64
+	// StoreErrors are failed store calls: takes and returns.
+	StoreErrors int64
 }
 
 // NewLeaseManager returns a LeaseManager for cfg.
@@ -175,13 +177,23 @@ func (m *LeaseManager) lookup(key string, limits []Limit) *lease {
 	if v, ok := m.leases.Load(key); ok {
 		return v.(*lease)
 	}
-	l := &lease{key: key, limits: limits, size: m.cfg.MinLease, capacity: MaxExact}
-	for _, lim := range limits {
-		l.capacity = min(l.capacity, lim.Capacity())
-	}
+	l := &lease{key: key, size: m.cfg.MinLease}
+	l.setLimits(limits)
 	l.lowWater.Store(m.lowWater(l.size))
 	v, _ := m.leases.LoadOrStore(key, l)
 	return v.(*lease)
+}
+
+// setLimits records the key's limits (a reload may change them) and the
+// largest cost they can ever grant. The caller holds l.mu or owns l.
+func (l *lease) setLimits(limits []Limit) {
+	if len(limits) == len(l.limits) && (len(limits) == 0 || &limits[0] == &l.limits[0]) {
+		return
+	}
+	l.limits, l.capacity = limits, MaxExact
+	for _, lim := range limits {
+		l.capacity = min(l.capacity, lim.Capacity())
+	}
 }
 
 func (m *LeaseManager) lowWater(size int64) int64 {
@@ -196,20 +208,22 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	if m.closed.Load() {
 		return Decision{}, ErrClosed
 	}
-	if cost > l.capacity {
-		return Decision{Local: true, RetryAfter: Never}, nil
-	}
 	now := m.cfg.Clock.Now()
 	l.mu.Lock()
 	if l.dead {
 		l.mu.Unlock()
 		return m.Take(ctx, l.key, limits, cost)
 	}
-	l.limits = limits
+	l.setLimits(limits)
+	if cost > l.capacity {
+		l.mu.Unlock()
+		return Decision{Local: true, RetryAfter: Never}, nil
+	}
 	if now < l.blocked && cost >= l.blockFor {
+		retry := l.blocked - now
 		l.mu.Unlock()
 		m.shortCircuits.Add(1)
-		return Decision{Local: true, RetryAfter: l.blocked - now}, nil
+		return Decision{Local: true, RetryAfter: retry}, nil
 	}
 	if b := l.balance.Load(); b >= cost && l.balance.CompareAndSwap(b, b-cost) {
 		l.mu.Unlock() // filled while we waited for the lock
@@ -228,6 +242,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	defer l.mu.Unlock()
 	l.pending--
 	if err != nil {
+		m.storeErrors.Add(1)
 		return Decision{}, fmt.Errorf("lease %q: %w", l.key, err)
 	}
 	if res.Granted == 0 {
@@ -247,9 +262,14 @@ func (m *LeaseManager) prefetch(l *lease) {
 	}
 	now := m.cfg.Clock.Now()
 	l.mu.Lock()
+	if now < l.blocked || l.dead || m.closed.Load() {
+		l.inflight.Store(false)
+		l.mu.Unlock()
+		return
+	}
 	l.observe(m, now)
 	want := l.size - l.balance.Load()
-	if now < l.blocked || want < 1 || l.dead || m.closed.Load() {
+	if want < 1 {
 		l.inflight.Store(false)
 		l.mu.Unlock()
 		return
@@ -268,6 +288,7 @@ func (m *LeaseManager) prefetch(l *lease) {
 		case err != nil:
 			// The next request below the watermark tries again; one that
 			// finds the balance short goes to the store itself.
+			m.storeErrors.Add(1)
 		case res.Granted == 0:
 			l.block(now, res.RetryAfter, 1)
 		default:
@@ -303,7 +324,11 @@ func (m *LeaseManager) giveBack(l *lease, n, takenAt int64) {
 	}
 	req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.cfg.Clock.Now())}
 	m.returned.Add(n)
-	m.cfg.Dispatcher.Go(func(ctx context.Context) { _ = m.cfg.Store.Return(ctx, req) })
+	m.cfg.Dispatcher.Go(func(ctx context.Context) {
+		if err := m.cfg.Store.Return(ctx, req); err != nil {
+			m.storeErrors.Add(1) // the tokens come back when the bucket refills
+		}
+	})
 }
 
 // observe updates the lease size B from the tokens used since the last
@@ -366,6 +391,7 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 		if n > 0 {
 			m.returned.Add(n)
 			if err := m.cfg.Store.Return(ctx, req); err != nil {
+				m.storeErrors.Add(1)
 				errs = append(errs, err)
 			}
 		}
@@ -391,6 +417,7 @@ func (m *LeaseManager) Close(ctx context.Context) error {
 		if n > 0 {
 			m.returned.Add(n)
 			if err := m.cfg.Store.Return(ctx, req); err != nil {
+				m.storeErrors.Add(1)
 				errs = append(errs, err)
 			}
 		}
@@ -412,5 +439,8 @@ func (m *LeaseManager) Stranded() int64 {
 
 // Stats returns the manager's counters so far.
 func (m *LeaseManager) Stats() LeaseStats {
-	return LeaseStats{Fetches: m.fetches.Load(), ShortCircuits: m.shortCircuits.Load(), Returned: m.returned.Load()}
+	return LeaseStats{
+		Fetches: m.fetches.Load(), ShortCircuits: m.shortCircuits.Load(),
+		Returned: m.returned.Load(), StoreErrors: m.storeErrors.Load(),
+	}
 }

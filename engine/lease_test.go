@@ -3,6 +3,7 @@ package engine
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -303,4 +304,56 @@ func leaseProperty(t *testing.T, n int, seed uint64) {
 		}
 	}
 	t.Logf("admitted %d, ideal %d", admitted, idealAdmitted)
+}
+
+// flakyStore fails every call while down is set.
+type flakyStore struct {
+	Store
+	down bool
+}
+
+var errDown = errors.New("store down")
+
+func (f *flakyStore) Take(ctx context.Context, r TakeRequest) (Result, error) {
+	if f.down {
+		return Result{}, errDown
+	}
+	return f.Store.Take(ctx, r)
+}
+
+func (f *flakyStore) Return(ctx context.Context, r ReturnRequest) error {
+	if f.down {
+		return errDown
+	}
+	return f.Store.Return(ctx, r)
+}
+
+func TestLeaseStoreOutage(t *testing.T) {
+	ctx := context.Background()
+	limits := []Limit{{Requests: 1000, Window: second}}
+	store := &flakyStore{Store: NewMemory(nil)}
+	v := &virtual{now: 1000}
+	m := newTestManager(t, store, v, LeaseConfig{MinLease: 10, MaxLease: 10, LowWaterPercent: 50})
+	if d, err := m.Take(ctx, "k", limits, 1); err != nil || !d.OK {
+		t.Fatalf("take: %+v %v", d, err)
+	}
+	store.down = true
+	// The 9 leased tokens are still spent; the prefetch below the low
+	// watermark fails quietly.
+	for i := range 9 {
+		if d, err := m.Take(ctx, "k", limits, 1); err != nil || !d.OK || !d.Local {
+			t.Fatalf("step %d: got %+v %v, want a local admit", i, d, err)
+		}
+	}
+	v.advance(v.now + 1) // the prefetch reaches the store
+	if _, err := m.Take(ctx, "k", limits, 1); !errors.Is(err, errDown) {
+		t.Fatalf("balance spent: got %v, want the store's error", err)
+	}
+	if got := m.Stats().StoreErrors; got < 2 {
+		t.Errorf("got %d store errors, want the failed prefetch and take (%+v)", got, m.Stats())
+	}
+	store.down = false
+	if d, err := m.Take(ctx, "k", limits, 1); err != nil || !d.OK {
+		t.Fatalf("after recovery: %+v %v", d, err)
+	}
 }

@@ -43,6 +43,20 @@ func (a Algorithm) String() string {
 	return fmt.Sprintf("algorithm(%d)", uint8(a))
 }
 
+// ParseAlgorithm returns the Algorithm named name ("token_bucket",
+// "sliding_window" or "fixed_window"; "" means TokenBucket).
+func ParseAlgorithm(name string) (Algorithm, error) {
+	if name == "" {
+		return TokenBucket, nil
+	}
+	for i, n := range algorithmNames {
+		if n == name {
+			return Algorithm(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown algorithm %q: want token_bucket, sliding_window or fixed_window", name)
+}
+
 // A Limit is one rate limit on a key: Requests per Window milliseconds.
 // The zero value is invalid; call Validate before use.
 type Limit struct {

@@ -139,12 +139,7 @@ func (m *Memory) now(now int64) (int64, error) {
 }
 
 func (m *Memory) shard(key string) *memShard {
-	// FNV-1a: deterministic and allocation-free.
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint32(key[i])) * 16777619
-	}
-	return &m.shards[h%memShards]
+	return &m.shards[fnv32(key)%memShards]
 }
 
 // entry returns key's state with room for n limits, fresh when it has expired.

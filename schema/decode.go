@@ -39,7 +39,7 @@ type decoder struct {
 func decode(user cue.Value) (*policy.Model, error) {
 	d := &decoder{}
 	m := &policy.Model{}
-	for _, f := range fields(user.LookupPath(cue.ParsePath("domains"))) {
+	for _, f := range fields(objectOf(user).get("domains")) {
 		m.Domains = append(m.Domains, d.domain(f.name, f.v))
 	}
 	sort.Slice(m.Domains, func(i, j int) bool { return m.Domains[i].Name < m.Domains[j].Name })
@@ -130,17 +130,39 @@ func (d *decoder) errorf(v cue.Value, format string, args ...any) {
 	d.probs = append(d.probs, problemf(pos(v), path(v), format, args...))
 }
 
-func lookup(v cue.Value, name string) cue.Value { return v.LookupPath(cue.MakePath(cue.Str(name))) }
+// An object is a struct's regular fields by name, read in one pass. The decoder reads fields
+// from objects rather than with LookupPath, which sets up a fresh evaluation context and, for a
+// missing field, an error value on every call: with thousands of rules that was most of decode's
+// time and memory.
+type object map[string]cue.Value
+
+func objectOf(v cue.Value) object {
+	fs := fields(v)
+	o := make(object, len(fs))
+	for _, f := range fs {
+		o[f.name] = f.v
+	}
+	return o
+}
+
+// get returns the field name, or the zero Value (which does not exist) when there is none.
+func (o object) get(name string) cue.Value { return o[name] }
 
 // setting returns a rule's field, or its domain's default, whichever exists first.
-func setting(rule, defaults cue.Value, name string) cue.Value {
-	if f := lookup(rule, name); f.Exists() {
+func setting(rule, defaults object, name string) cue.Value {
+	if f := rule.get(name); f.Exists() {
 		return f
 	}
-	return lookup(defaults, name)
+	return defaults.get(name)
 }
 
 func (d *decoder) str(v cue.Value) string {
+	if !v.Exists() {
+		// Validation requires every field read this way, so this is a loader bug, not a
+		// policy's; report it rather than panic.
+		d.errorf(v, "internal error: missing value")
+		return ""
+	}
 	s, err := v.String()
 	if err != nil {
 		d.errorf(v, "%v", err)
@@ -188,18 +210,20 @@ func (d *decoder) strings(v cue.Value) []string {
 
 func (d *decoder) domain(name string, v cue.Value) *policy.Domain {
 	dom := &policy.Domain{Name: name, Pos: firstPos(v)}
-	gw := lookup(v, "gateway")
+	o := objectOf(v)
+	gw := objectOf(o.get("gateway"))
 	dom.Gateway = policy.Gateway{
-		RLSTimeoutMs:    d.duration(lookup(gw, "rls_timeout"), DefaultRLSTimeoutMs),
-		PerKeyQPSBudget: d.int(lookup(gw, "per_key_qps_budget"), DefaultPerKeyQPSBudget),
+		RLSTimeoutMs:    d.duration(gw.get("rls_timeout"), DefaultRLSTimeoutMs),
+		PerKeyQPSBudget: d.int(gw.get("per_key_qps_budget"), DefaultPerKeyQPSBudget),
 	}
-	for _, f := range fields(lookup(v, "sources")) {
+	for _, f := range fields(o.get("sources")) {
 		dom.Sources = append(dom.Sources, d.source(f.name, f.v))
 	}
-	dom.CriticalPaths = d.strings(lookup(v, "critical_paths"))
-	defaults := lookup(v, "defaults")
-	for _, f := range fields(lookup(v, "rules")) {
-		dom.Rules = append(dom.Rules, d.rule(dom, f.name, f.v, defaults))
+	dom.CriticalPaths = d.strings(o.get("critical_paths"))
+	defaults := objectOf(o.get("defaults"))
+	leaseDefaults := objectOf(defaults.get("lease"))
+	for _, f := range fields(o.get("rules")) {
+		dom.Rules = append(dom.Rules, d.rule(dom, f.name, f.v, defaults, leaseDefaults))
 	}
 	// Declared order is file order, then position in the file (CUE's field order across files is
 	// not), and it decides between wildcards at the same level.
@@ -210,28 +234,29 @@ func (d *decoder) domain(name string, v cue.Value) *policy.Domain {
 }
 
 func (d *decoder) source(key string, v cue.Value) *policy.Source {
-	s := &policy.Source{Key: key, Pos: pos(v), Kind: policy.SourceKind(d.str(lookup(v, "kind")))}
+	o := objectOf(v)
+	s := &policy.Source{Key: key, Pos: pos(v), Kind: policy.SourceKind(d.str(o.get("kind")))}
 	switch s.Kind {
 	case policy.SourceHeader:
-		s.Header = strings.ToLower(d.str(lookup(v, "header")))
+		s.Header = strings.ToLower(d.str(o.get("header")))
 	case policy.SourceJWTClaim:
-		s.Claim = d.str(lookup(v, "claim"))
-		s.MetadataNamespace = d.optStr(lookup(v, "metadata_namespace"), DefaultJWTNamespace)
-		s.MetadataKey = d.optStr(lookup(v, "metadata_key"), DefaultJWTMetadataKey)
+		s.Claim = d.str(o.get("claim"))
+		s.MetadataNamespace = d.optStr(o.get("metadata_namespace"), DefaultJWTNamespace)
+		s.MetadataKey = d.optStr(o.get("metadata_key"), DefaultJWTMetadataKey)
 	case policy.SourceRemoteAddress:
-		s.Mask = policy.Mask(d.optStr(lookup(v, "mask"), string(policy.MaskNone)))
+		s.Mask = policy.Mask(d.optStr(o.get("mask"), string(policy.MaskNone)))
 	case policy.SourceGenericKey:
-		s.Value = d.str(lookup(v, "value"))
+		s.Value = d.str(o.get("value"))
 	case policy.SourcePathMatch:
-		s.Value = d.str(lookup(v, "value"))
-		s.PathExact = d.optStr(lookup(v, "exact"), "")
-		s.PathPrefix = d.optStr(lookup(v, "prefix"), "")
+		s.Value = d.str(o.get("value"))
+		s.PathExact = d.optStr(o.get("exact"), "")
+		s.PathPrefix = d.optStr(o.get("prefix"), "")
 		if (s.PathExact == "") == (s.PathPrefix == "") {
 			d.errorf(v, "path_match source needs exactly one of exact and prefix")
 		}
 	case policy.SourceIdentity:
 		s.Mask = policy.MaskSubnet
-		s.Waterfall = d.waterfall(lookup(v, "waterfall"))
+		s.Waterfall = d.waterfall(o.get("waterfall"))
 	}
 	return s
 }
@@ -255,14 +280,15 @@ func (d *decoder) waterfall(v cue.Value) []policy.IdentityStep {
 	var steps []policy.IdentityStep
 	last := -1
 	for _, e := range elems(v) {
-		st := policy.IdentityStep{Tier: policy.IdentityTier(d.str(lookup(e, "tier")))}
+		o := objectOf(e)
+		st := policy.IdentityStep{Tier: policy.IdentityTier(d.str(o.get("tier")))}
 		switch st.Tier {
 		case policy.TierJWTSubject:
-			st.Claim = d.optStr(lookup(e, "claim"), DefaultSubjectClaim)
+			st.Claim = d.optStr(o.get("claim"), DefaultSubjectClaim)
 		case policy.TierAPIKey:
-			st.Header = strings.ToLower(d.optStr(lookup(e, "header"), DefaultAPIKeyHeader))
+			st.Header = strings.ToLower(d.optStr(o.get("header"), DefaultAPIKeyHeader))
 		case policy.TierTLSFingerprint:
-			st.Header = strings.ToLower(d.optStr(lookup(e, "header"), DefaultFingerprintHeader))
+			st.Header = strings.ToLower(d.optStr(o.get("header"), DefaultFingerprintHeader))
 		}
 		if o := tierOrder[st.Tier]; o <= last {
 			d.errorf(e, "identity tier %s is out of order: the waterfall is jwt_subject, api_key, tls_fingerprint, subnet, each at most once", st.Tier)
@@ -277,11 +303,13 @@ func (d *decoder) waterfall(v cue.Value) []policy.IdentityStep {
 	return steps
 }
 
-func (d *decoder) rule(dom *policy.Domain, name string, v, defaults cue.Value) *policy.Rule {
+func (d *decoder) rule(dom *policy.Domain, name string, v cue.Value, defaults, leaseDefaults object) *policy.Rule {
 	r := &policy.Rule{Name: name, Pos: firstPos(v)}
-	for _, e := range elems(lookup(v, "match")) {
-		m := policy.Match{Key: d.str(lookup(e, "key")), Pos: pos(e), Kind: policy.MatchAny}
-		if val := lookup(e, "value"); val.Exists() {
+	o := objectOf(v)
+	for _, e := range elems(o.get("match")) {
+		eo := objectOf(e)
+		m := policy.Match{Key: d.str(eo.get("key")), Pos: pos(e), Kind: policy.MatchAny}
+		if val := eo.get("value"); val.Exists() {
 			m.Value = d.str(val)
 			m.Kind = policy.MatchExact
 			if strings.HasSuffix(m.Value, "*") {
@@ -293,45 +321,47 @@ func (d *decoder) rule(dom *policy.Domain, name string, v, defaults cue.Value) *
 		}
 		r.Match = append(r.Match, m)
 	}
-	for _, e := range elems(lookup(v, "limits")) {
+	for _, e := range elems(o.get("limits")) {
 		r.Limits = append(r.Limits, d.limit(e))
 	}
-	d.stage(r, setting(v, defaults, "stage"))
-	d.failure(r, setting(v, defaults, "failure"))
-	r.StoreTimeoutMs = d.duration(setting(v, defaults, "store_timeout"), DefaultStoreTimeoutMs)
-	r.Lease = d.lease(lookup(v, "lease"), lookup(defaults, "lease"))
-	if ss := setting(v, defaults, "sub_shards"); ss.Exists() {
+	d.stage(r, setting(o, defaults, "stage"))
+	d.failure(r, setting(o, defaults, "failure"))
+	r.StoreTimeoutMs = d.duration(setting(o, defaults, "store_timeout"), DefaultStoreTimeoutMs)
+	r.Lease = d.lease(objectOf(o.get("lease")), leaseDefaults)
+	if ss := setting(o, defaults, "sub_shards"); ss.Exists() {
+		so := objectOf(ss)
 		r.SubShards = &policy.SubShards{
-			Count:     int(d.int(lookup(ss, "count"), 0)),
-			Attribute: d.str(lookup(ss, "attribute")),
+			Count:     int(d.int(so.get("count"), 0)),
+			Attribute: d.str(so.get("attribute")),
 		}
 		if dom.Source(r.SubShards.Attribute) == nil {
-			d.errorf(lookup(ss, "attribute"), "sub_shards attribute %q has no source in domain %s", r.SubShards.Attribute, dom.Name)
+			d.errorf(so.get("attribute"), "sub_shards attribute %q has no source in domain %s", r.SubShards.Attribute, dom.Name)
 		}
 	}
-	for _, f := range fields(setting(v, defaults, "regions")) {
+	for _, f := range fields(setting(o, defaults, "regions")) {
 		r.Regions = append(r.Regions, policy.RegionShare{Region: f.name, Percent: int(d.int(f.v, 0))})
 	}
-	r.Owner = d.optStr(setting(v, defaults, "owner"), "")
-	r.ExpectedPeakQPS = d.int(setting(v, defaults, "expected_peak_qps"), 0)
-	r.Gateways = d.int(setting(v, defaults, "gateways"), 0)
+	r.Owner = d.optStr(setting(o, defaults, "owner"), "")
+	r.ExpectedPeakQPS = d.int(setting(o, defaults, "expected_peak_qps"), 0)
+	r.Gateways = d.int(setting(o, defaults, "gateways"), 0)
 	r.DriftToleranceBP = DefaultDriftToleranceBP
-	if dt := setting(v, defaults, "drift_tolerance"); dt.Exists() {
+	if dt := setting(o, defaults, "drift_tolerance"); dt.Exists() {
 		r.DriftToleranceBP = d.basisPoints(dt)
 	}
-	r.Legit = d.strings(setting(v, defaults, "legit"))
+	r.Legit = d.strings(setting(o, defaults, "legit"))
 	return r
 }
 
 func (d *decoder) limit(v cue.Value) policy.Limit {
+	o := objectOf(v)
 	l := policy.Limit{
-		Requests:  d.int(lookup(v, "requests"), 0),
-		Algorithm: policy.Algorithm(d.optStr(lookup(v, "algorithm"), string(policy.TokenBucket))),
-		Cost:      d.int(lookup(v, "cost"), 1),
+		Requests:  d.int(o.get("requests"), 0),
+		Algorithm: policy.Algorithm(d.optStr(o.get("algorithm"), string(policy.TokenBucket))),
+		Cost:      d.int(o.get("cost"), 1),
 		Pos:       pos(v),
 	}
-	l.Burst = d.int(lookup(v, "burst"), l.Requests)
-	w := lookup(v, "window")
+	l.Burst = d.int(o.get("burst"), l.Requests)
+	w := o.get("window")
 	l.WindowMs = d.duration(w, 0)
 	if l.WindowMs != 0 && (l.WindowMs < minWindowMs || l.WindowMs > maxWindowMs) {
 		d.errorf(w, "window %s is out of range: a window runs from 1s to 365d", d.str(w))
@@ -344,10 +374,11 @@ func (d *decoder) stage(r *policy.Rule, v cue.Value) {
 		r.Stage = policy.Stage{Name: policy.StageEnforce}
 		return
 	}
+	o := objectOf(v)
 	r.Stage = policy.Stage{
-		Name:          policy.StageName(d.str(lookup(v, "name"))),
-		CanaryPercent: int(d.int(lookup(v, "percent"), 0)),
-		Since:         d.optStr(lookup(v, "since"), ""),
+		Name:          policy.StageName(d.str(o.get("name"))),
+		CanaryPercent: int(d.int(o.get("percent"), 0)),
+		Since:         d.optStr(o.get("since"), ""),
 		Pos:           pos(v),
 	}
 }
@@ -357,11 +388,13 @@ func (d *decoder) failure(r *policy.Rule, v cue.Value) {
 	if !v.Exists() {
 		return
 	}
-	r.FailureMode = policy.FailureMode(d.str(lookup(v, "mode")))
-	r.FailureReason = d.optStr(lookup(v, "reason"), "")
-	if fb := lookup(v, "fallback"); fb.Exists() {
-		w := lookup(fb, "window")
-		r.Fallback = &policy.Rate{Requests: d.int(lookup(fb, "requests"), 0), WindowMs: d.duration(w, 0)}
+	o := objectOf(v)
+	r.FailureMode = policy.FailureMode(d.str(o.get("mode")))
+	r.FailureReason = d.optStr(o.get("reason"), "")
+	if fb := o.get("fallback"); fb.Exists() {
+		fo := objectOf(fb)
+		w := fo.get("window")
+		r.Fallback = &policy.Rate{Requests: d.int(fo.get("requests"), 0), WindowMs: d.duration(w, 0)}
 		if ms := r.Fallback.WindowMs; ms < minWindowMs || ms > maxWindowMs {
 			d.errorf(w, "window %s is out of range: a window runs from 1s to 365d", d.str(w))
 		}
@@ -369,7 +402,7 @@ func (d *decoder) failure(r *policy.Rule, v cue.Value) {
 }
 
 // lease merges the rule's lease settings over the domain's, field by field.
-func (d *decoder) lease(rule, defaults cue.Value) policy.Lease {
+func (d *decoder) lease(rule, defaults object) policy.Lease {
 	l := policy.Lease{
 		Min:         d.int(setting(rule, defaults, "min"), DefaultLeaseMin),
 		Max:         d.int(setting(rule, defaults, "max"), DefaultLeaseMax),

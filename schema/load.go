@@ -7,12 +7,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/ast/astutil"
 	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
 
@@ -131,9 +134,16 @@ func packagePos(f *ast.File) policy.Pos {
 
 // build1 evaluates the files as one instance and validates them against #Policy. It returns the
 // user's value alone, whose positions are all in the user's files.
+//
+// It validates against the schema without its custom messages first (see quickSource), and
+// against the full schema only when that fails, to explain why.
 func build1(files []*ast.File) (cue.Value, Problems) {
 	ctx := cuecontext.New()
-	schema := ctx.CompileString(Source, cue.Filename(schemaFile))
+	quick, err := quickSource()
+	if err != nil {
+		return cue.Value{}, Problems{{Message: "internal error: bad embedded schema: " + err.Error()}}
+	}
+	schema := ctx.CompileString(quick, cue.Filename(schemaFile))
 	if err := schema.Err(); err != nil {
 		// The embedded schema is compiled in tests; this only fires on a broken build.
 		return cue.Value{}, Problems{{Message: "internal error: bad embedded schema: " + err.Error()}}
@@ -154,11 +164,52 @@ func build1(files []*ast.File) (cue.Value, Problems) {
 	if err := user.Validate(); err != nil {
 		return cue.Value{}, cueProblems(err, user)
 	}
-	unified := schema.LookupPath(cue.MakePath(cue.Def("#Policy"))).Unify(user)
-	if err := unified.Validate(cue.Concrete(true)); err != nil {
+	if validate(schema, user) == nil {
+		return user, nil
+	}
+	schema = ctx.CompileString(Source, cue.Filename(schemaFile))
+	if err := schema.Err(); err != nil {
+		return cue.Value{}, Problems{{Message: "internal error: bad embedded schema: " + err.Error()}}
+	}
+	if err := validate(schema, user); err != nil {
 		return cue.Value{}, cueProblems(err, user)
 	}
 	return user, nil
+}
+
+// validate unifies user with the schema's #Policy and checks that the result is valid and
+// concrete.
+func validate(schema, user cue.Value) error {
+	return schema.LookupPath(cue.MakePath(cue.Def("#Policy"))).Unify(user).Validate(cue.Concrete(true))
+}
+
+// quickSource is Source without its custom error messages: every disjunct `| error("...")` is
+// dropped. A value that fails a constraint fails it either way, so both accept the same
+// policies, but each message makes the constraint a disjunction, which nearly doubles the cost
+// of validating a large repository. The messages only matter once validation fails.
+var quickSource = sync.OnceValues(func() (string, error) {
+	f, err := parser.ParseFile(schemaFile, Source)
+	if err != nil {
+		return "", err
+	}
+	n := astutil.Apply(f, nil, func(c astutil.Cursor) bool {
+		if x, ok := c.Node().(*ast.BinaryExpr); ok && x.Op == token.OR && isErrorCall(x.Y) {
+			c.Replace(x.X)
+		}
+		return true
+	})
+	b, err := format.Node(n)
+	return string(b), err
+})
+
+// isErrorCall reports whether x calls the builtin error.
+func isErrorCall(x ast.Expr) bool {
+	call, ok := x.(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	fn, ok := call.Fun.(*ast.Ident)
+	return ok && fn.Name == "error"
 }
 
 // cueProblems turns a CUE error into problems, keeping only positions in the user's files. When

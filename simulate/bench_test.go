@@ -3,6 +3,8 @@ package simulate
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,32 +19,39 @@ import (
 var benchLog struct {
 	once sync.Once
 	path string
-	data []byte
 	err  error
 }
 
 // benchFile generates the 1,000,000-line Envoy JSON log the replay benchmark reads, once.
-func benchFile(b *testing.B) (string, []byte) {
+func benchFile(b *testing.B) string {
 	benchLog.once.Do(func() {
-		var buf bytes.Buffer
-		benchLog.err = traffic.Write(&buf, traffic.Config{Seed: 1, Lines: 1_000_000})
-		benchLog.data = buf.Bytes()
-		benchLog.path = filepath.Join(os.TempDir(), "rlctl-bench-1m.jsonl")
-		if benchLog.err == nil {
-			benchLog.err = os.WriteFile(benchLog.path, benchLog.data, 0o644)
+		// The file is named by a hash of the generator's first lines, so a changed generator
+		// writes a new file and an unchanged one is reused across runs.
+		var head bytes.Buffer
+		if benchLog.err = traffic.Write(&head, traffic.Config{Seed: 1, Lines: 1000}); benchLog.err != nil {
+			return
 		}
+		benchLog.path = filepath.Join(os.TempDir(), fmt.Sprintf("rlctl-bench-1m-%x.jsonl", sha256.Sum256(head.Bytes())))
+		if st, err := os.Stat(benchLog.path); err == nil && st.Size() > 0 {
+			return
+		}
+		var buf bytes.Buffer
+		if benchLog.err = traffic.Write(&buf, traffic.Config{Seed: 1, Lines: 1_000_000}); benchLog.err != nil {
+			return
+		}
+		benchLog.err = os.WriteFile(benchLog.path, buf.Bytes(), 0o644)
 	})
 	if benchLog.err != nil {
 		b.Fatal(benchLog.err)
 	}
-	return benchLog.path, benchLog.data
+	return benchLog.path
 }
 
 // BenchmarkReplay1M replays a generated 1,000,000-line Envoy JSON log end to end (read, parse,
 // descriptors, 4 gateways with leasing, the ideal engine, the report) and reports lines/s. It
 // also times `wc -l` on the same file as the floor.
 func BenchmarkReplay1M(b *testing.B) {
-	path, _ := benchFile(b)
+	path := benchFile(b)
 	m, err := schema.Load("../policies")
 	if err != nil {
 		b.Fatal(err)

@@ -149,6 +149,7 @@ func (s *Simulator) Finish() (*report.Report, error) {
 			stranded += g.mgr.Stranded()
 		}
 		rs.stats.out.StrandedEnd = stranded
+		rs.stats.out.StrandedMax = max(rs.stats.out.StrandedMax, stranded)
 	}
 	for len(s.events) > 0 {
 		e := heap.Pop(&s.events).(event)

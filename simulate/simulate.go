@@ -56,6 +56,7 @@ type Simulator struct {
 	startMs  int64
 	bucketMs int64
 	nextTick int64 // ms of the next housekeeping tick
+	ticks    int64
 	rb       *requestBuilder
 	nat      natTracker
 	legit    map[string]bool
@@ -194,22 +195,33 @@ func (s *Simulator) advance(ms int64) error {
 	return nil
 }
 
-// tick runs once a virtual second: lease sweeps, stranded-token sampling and store expiry.
+// tick runs once a virtual second. Each rule's lease managers are swept every lease TTL (at
+// most every second), stranded tokens are sampled every 5 seconds, and store state past its TTL
+// is expired every minute: each of these walks every live key, so they run no more often than
+// the behaviour they model needs.
 func (s *Simulator) tick() error {
 	now := s.nowUs / 1000
 	s.nextTick = now - now%1000 + 1000
+	s.ticks++
+	sample := s.ticks%5 == 0
 	for _, rs := range s.rules {
-		var stranded int64
-		for _, g := range rs.gateway {
-			if err := g.mgr.Sweep(s.ctx); err != nil {
-				return fmt.Errorf("simulate: sweep: %w", err)
+		every := max(1, rs.rule.Lease.TTLMs/1000)
+		if s.ticks%every == 0 {
+			for _, g := range rs.gateway {
+				if err := g.mgr.Sweep(s.ctx); err != nil {
+					return fmt.Errorf("simulate: sweep: %w", err)
+				}
 			}
-			stranded += g.mgr.Stranded()
 		}
-		rs.stats.out.StrandedMax = max(rs.stats.out.StrandedMax, stranded)
-		rs.stats.out.StrandedEnd = stranded
+		if sample {
+			var stranded int64
+			for _, g := range rs.gateway {
+				stranded += g.mgr.Stranded()
+			}
+			rs.stats.out.StrandedMax = max(rs.stats.out.StrandedMax, stranded)
+		}
 	}
-	if now%60_000 < 1000 {
+	if s.ticks%60 == 0 {
 		s.store.Expire(now)
 		s.ideal.Expire(now)
 		for _, rs := range s.rules {

@@ -60,10 +60,10 @@ error (bad flag, unreadable log or policy, more than --max-bad bad lines).`
 func newSimulateCmd() *cobra.Command {
 	var (
 		policies, logFormat, assign, latency, legitFile, domain, output, out string
-		logs, fields, failIf                                                []string
-		gateways, natUsers, top                                             int
-		maxBad                                                              int64
-		seed                                                                uint64
+		logs, fields, failIf                                                 []string
+		gateways, natUsers, top                                              int
+		maxBad                                                               int64
+		seed                                                                 uint64
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate --log FILE [flags]",
@@ -280,4 +280,3 @@ func writeReport(stdout io.Writer, path, format string, r *report.Report) error 
 	}
 	return errors.Join(f.Close())
 }
-

@@ -53,7 +53,7 @@ func StartCluster(tb testing.TB, masters int) *Cluster {
 	if err := c.waitOK(ctx, 20*time.Second); err != nil {
 		tb.Fatalf("redistest: %v", err)
 	}
-	c.client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	c.client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
 	tb.Cleanup(func() { _ = c.client.Close() })
 	return c
 }
@@ -94,5 +94,6 @@ func (c *Cluster) Addrs() []string {
 // Servers are the masters, for killing or pausing one of them.
 func (c *Cluster) Servers() []*Server { return c.servers }
 
-// Client is a go-redis cluster client for all masters, closed at cleanup.
+// Client is a go-redis cluster client for all masters, closed at cleanup,
+// with ContextTimeoutEnabled like Server.Client.
 func (c *Cluster) Client() *redis.ClusterClient { return c.client }

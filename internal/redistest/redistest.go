@@ -39,8 +39,9 @@ const startTimeout = 10 * time.Second
 type Option func(*config)
 
 type config struct {
-	args []string
-	bus  bool // the port+10000 cluster bus port must be free too
+	args     []string
+	bus      bool   // the port+10000 cluster bus port must be free too
+	sentinel string // sentinel.conf contents: run in sentinel mode
 }
 
 // WithArgs passes extra command-line arguments to redis-server, for example
@@ -52,10 +53,11 @@ func WithArgs(args ...string) Option {
 // Server is one redis-server process started by Start. Its methods fail the
 // test on error and are safe for concurrent use.
 type Server struct {
-	tb   testing.TB
-	port int
-	dir  string
-	args []string
+	tb       testing.TB
+	port     int
+	dir      string
+	args     []string
+	sentinel string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -79,7 +81,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		if err != nil {
 			tb.Fatalf("redistest: %v", err)
 		}
-		s := &Server{tb: tb, port: port, dir: tb.TempDir(), args: c.args}
+		s := &Server{tb: tb, port: port, dir: tb.TempDir(), args: c.args, sentinel: c.sentinel}
 		if lastErr = s.start(); lastErr == nil {
 			tb.Cleanup(s.cleanup)
 			return s
@@ -122,12 +124,15 @@ func (s *Server) PID() int {
 }
 
 // Client is a go-redis client for the server, created on first use and
-// closed at cleanup. It reconnects by itself after Restart.
+// closed at cleanup. It reconnects by itself after Restart. It sets
+// ContextTimeoutEnabled, so a context deadline bounds every call, even
+// against a paused server (go-redis ignores deadlines otherwise and waits
+// for its 3 s ReadTimeout); production clients want the same.
 func (s *Server) Client() *redis.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.client == nil {
-		s.client = redis.NewClient(&redis.Options{Addr: s.Addr()})
+		s.client = redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
 	}
 	return s.client
 }
@@ -180,9 +185,18 @@ func (s *Server) start() error {
 		return errors.New("already running")
 	}
 	args := []string{
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
 		"--logfile", "redis.log", "--daemonize", "no",
+	}
+	if s.sentinel != "" {
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		if err := os.WriteFile(conf, []byte(s.sentinel), 0o600); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		args = append([]string{conf, "--sentinel"}, args...)
+	} else {
+		args = append(args, "--save", "", "--appendonly", "no")
 	}
 	cmd := exec.Command(Binary, append(args, s.args...)...)
 	if err := cmd.Start(); err != nil {
@@ -206,7 +220,7 @@ func (s *Server) start() error {
 // waitPing polls addr with PING until it answers, the process exits or
 // startTimeout passes.
 func waitPing(addr string, exited <-chan struct{}) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer c.Close()
 	deadline := time.Now().Add(startTimeout)
 	for {

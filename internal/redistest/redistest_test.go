@@ -72,3 +72,30 @@ func TestCluster(t *testing.T) {
 		t.Errorf("keys on %d masters, want 3", len(nodes))
 	}
 }
+
+func TestSentinelFailover(t *testing.T) {
+	s := StartSentinel(t)
+	ctx := context.Background()
+	c := s.Client()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	s.Master().Kill()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		err := c.Set(short, "k2", "v", 0).Err()
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failover: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	role, err := s.Replica().Client().Do(ctx, "ROLE").Slice()
+	if err != nil || role[0] != "master" {
+		t.Errorf("replica role after failover = %v, %v; want master", role, err)
+	}
+}

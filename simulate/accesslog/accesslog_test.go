@@ -60,10 +60,10 @@ func TestReadFormats(t *testing.T) {
 			want:  Record{File: "log", Line: 1, TimeMs: 1714564800500, Path: "/a\"bé", Status: 429},
 		},
 		{
-			name:    "jsonl mapping nested",
-			input:   `{"ts":1714564800123,"req":{"tenant":"acme","ip":"203.0.113.9"}}`,
-			opts:    Options{Format: FormatJSONL, Mapping: Mapping{"start_time": "ts", "x-tenant-id": "req.tenant", "downstream_remote_address": "req.ip"}},
-			want:    Record{File: "log", Line: 1, TimeMs: 1714564800123, RemoteAddr: "203.0.113.9", Headers: []Header{{"x-tenant-id", "acme"}}},
+			name:  "jsonl mapping nested",
+			input: `{"ts":1714564800123,"req":{"tenant":"acme","ip":"203.0.113.9"}}`,
+			opts:  Options{Format: FormatJSONL, Mapping: Mapping{"start_time": "ts", "x-tenant-id": "req.tenant", "downstream_remote_address": "req.ip"}},
+			want:  Record{File: "log", Line: 1, TimeMs: 1714564800123, RemoteAddr: "203.0.113.9", Headers: []Header{{"x-tenant-id", "acme"}}},
 		},
 		{
 			name: "envoy-text",

@@ -10,6 +10,10 @@ import (
 // MaxMarkdown is the most characters WriteMarkdown writes: GitHub's limit on a comment body.
 const MaxMarkdown = 65535
 
+// maxMarkdownRules bounds the rules table of a comment; rules are sorted by denials, so the
+// ones left out denied least.
+const maxMarkdownRules = 100
+
 // WriteMarkdown writes r as a pull-request comment: the summary and the rules table in the open,
 // per-rule details folded in <details>. When the whole would exceed MaxMarkdown, details are
 // dropped from the least-denying rules first, and the comment says how many were left out.
@@ -20,7 +24,15 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		details = append(details, markdownRule(rl))
 	}
 	tail := markdownTail(r)
-	for n := len(details); n >= 0; n-- {
+	// Keep the most details that fit, leaving room for the note that some were left out.
+	const noteRoom = 200
+	size := len(head) + len(tail)
+	n := 0
+	for n < len(details) && size+len(details[n]) <= MaxMarkdown-noteRoom {
+		size += len(details[n])
+		n++
+	}
+	if n == len(details) || size <= MaxMarkdown-noteRoom {
 		var b bytes.Buffer
 		b.WriteString(head)
 		for _, d := range details[:n] {
@@ -70,7 +82,11 @@ func markdownHead(r *Report) string {
 	if len(r.Rules) > 0 {
 		b.WriteString("\n| Rule | Stage | Requests | Would deny | Ideal | Over | Under | Stranded max | False pos |\n")
 		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, rl := range r.Rules {
+		for i, rl := range r.Rules {
+			if i == maxMarkdownRules {
+				fmt.Fprintf(&b, "| _%d more rules_ | | | | | | | | |\n", len(r.Rules)-i)
+				break
+			}
 			fmt.Fprintf(&b, "| `%s/%s` | %s | %d | %d | %d | %d | %d | %d | %d |\n", mdEscape(rl.Domain), mdEscape(rl.Rule),
 				rl.Stage, rl.Requests, rl.WouldDeny, rl.IdealDeny, rl.OverAdmission, rl.UnderAdmission, rl.StrandedMax, rl.FalsePositives)
 		}

@@ -1,0 +1,131 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func sample(rules int) *Report {
+	r := &Report{Policies: "policies", Logs: []string{"a.log"}, Requests: 1000, BadLines: 1,
+		BadLineSamples: []BadLine{{File: "a.log", Line: 7, Error: "malformed JSON", Text: "{oops | ```"}},
+		StartMs:        1714564800000, EndMs: 1714564860000,
+		Settings: Settings{Gateways: 4, Assignment: "round-robin", StoreLatency: "1ms", NATUsers: 20, BucketMs: 1000},
+		Totals:   Totals{Matched: 900}}
+	for i := 0; i < rules; i++ {
+		rl := &Rule{Domain: "edge", Rule: fmt.Sprintf("rule-%d", i), Stage: "enforce", Limit: "10/1s", Pos: "p.cue:1:1",
+			Counts: Counts{Requests: 100, WouldDeny: int64(i % 7), IdealDeny: 3, LegitDenials: 1},
+			Series: Series{StartMs: 1714564800000, BucketMs: 1000, Requests: []int64{1, 5, 3}, WouldDeny: []int64{0, 2, 1},
+				IdealDeny: []int64{0, 1, 1}, Lease: []int64{5, 5, 8}}}
+		for j := 0; j < 10; j++ {
+			rl.TopDenied = append(rl.TopDenied, Identity{Value: fmt.Sprintf("tenant=t%d|%s", j, strings.Repeat("x", 40)), Denials: 3, Requests: 9, Users: j})
+		}
+		r.Rules = append(r.Rules, rl)
+	}
+	r.Finish()
+	return r
+}
+
+func TestJSONSchema(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, sample(2)); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"schema", "policies", "logs", "requests", "bad_lines", "bad_line_samples", "start_ms", "end_ms",
+		"settings", "totals", "rules", "thresholds", "failed"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("top-level key %q missing", k)
+		}
+	}
+	if got["schema"] != Schema || got["requests"] != 1000.0 || got["bad_lines"] != 1.0 {
+		t.Errorf("got schema %v requests %v bad_lines %v", got["schema"], got["requests"], got["bad_lines"])
+	}
+	rule := got["rules"].([]any)[0].(map[string]any)
+	for _, k := range []string{"domain", "rule", "stage", "limit", "requests", "would_deny", "denied", "ideal_deny", "over_admission",
+		"under_admission", "false_positives", "legit_denials", "nat_collateral", "stranded_tokens_max", "stranded_tokens_end",
+		"lease_max", "store_calls", "top_denied", "series"} {
+		if _, ok := rule[k]; !ok {
+			t.Errorf("rule key %q missing", k)
+		}
+	}
+}
+
+func TestTotals(t *testing.T) {
+	r := sample(3)
+	if got, want := r.Totals.WouldDeny, int64(0+1+2); got != want {
+		t.Errorf("would deny: got %d, want %d", got, want)
+	}
+	if got, want := r.Rules[0].Rule, "rule-2"; got != want {
+		t.Errorf("first rule: got %s, want %s (most denials first)", got, want)
+	}
+}
+
+func TestMarkdownFitsAComment(t *testing.T) {
+	for _, n := range []int{1, 50, 2000} {
+		var buf bytes.Buffer
+		if err := WriteMarkdown(&buf, sample(n)); err != nil {
+			t.Fatal(err)
+		}
+		s := buf.String()
+		if len(s) > MaxMarkdown {
+			t.Errorf("%d rules: got %d characters, want at most %d", n, len(s), MaxMarkdown)
+		}
+		if !strings.HasPrefix(s, "### rlctl simulate") {
+			t.Errorf("%d rules: does not start with the heading", n)
+		}
+		if strings.Count(s, "<details>") != strings.Count(s, "</details>") {
+			t.Errorf("%d rules: unbalanced <details>", n)
+		}
+		if strings.Contains(s, "{oops | ```") {
+			t.Errorf("%d rules: bad line text not escaped", n)
+		}
+	}
+}
+
+func TestHTMLSelfContained(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, sample(3)); err != nil {
+		t.Fatal(err)
+	}
+	s := buf.String()
+	for _, bad := range []string{"<script", "src=", "href=\"http", "@import", "url("} {
+		if strings.Contains(s, bad) {
+			t.Errorf("HTML contains %q: must load nothing", bad)
+		}
+	}
+	if got, want := strings.Count(s, "<svg"), 6; got != want {
+		t.Errorf("charts: got %d, want %d", got, want)
+	}
+	if !strings.Contains(s, "tenant=t1|xxxx") {
+		t.Error("identity missing")
+	}
+}
+
+func TestTable(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Write(&buf, sample(2), "table"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"requests 1000  bad lines 1", "edge/rule-1", "a.log:7: malformed JSON"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	if err := Write(&buf, sample(1), "xml"); err == nil {
+		t.Error("format xml: got nil error")
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for _, tt := range []struct{ in, want int64 }{{0, 1}, {1, 1}, {3, 5}, {7, 10}, {11, 20}, {250, 500}, {1001, 2000}} {
+		if got := niceCeil(tt.in); got != tt.want {
+			t.Errorf("niceCeil(%d): got %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}
