@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -40,11 +41,43 @@ func Load(paths ...string) (*policy.Model, error) {
 	if len(probs) > 0 {
 		return nil, probs
 	}
-	user, probs := build1(files)
-	if len(probs) > 0 {
-		return nil, probs
+	return evaluate(files, names)
+}
+
+// evalTimeout bounds CUE evaluation. CUE cannot be interrupted, and a few lines of nested
+// comprehensions can ask it for a list of 2^32 elements, so a policy that takes this long is
+// reported as a problem rather than left to hang CI. Tests shorten it.
+var evalTimeout = 60 * time.Second
+
+// evaluate unifies the parsed files with the schema and decodes the model, giving up after
+// evalTimeout. On timeout the evaluation goroutine runs on until CUE returns; a command exits
+// long before that matters.
+func evaluate(files []*ast.File, names []string) (*policy.Model, error) {
+	type result struct {
+		m   *policy.Model
+		err error
 	}
-	return decode(user)
+	done := make(chan result, 1)
+	go func() {
+		user, probs := build1(files)
+		if len(probs) > 0 {
+			done <- result{nil, probs}
+			return
+		}
+		m, err := decode(user)
+		done <- result{m, err}
+	}()
+	timer := time.NewTimer(evalTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.m, r.err
+	case <-timer.C:
+		return nil, Problems{{
+			Pos:     policy.Pos{File: names[0], Line: 1, Col: 1},
+			Message: fmt.Sprintf("evaluation did not finish within %s: the policy builds a huge value (for example comprehensions over comprehensions)", evalTimeout),
+		}}
+	}
 }
 
 // policyFiles lists the .cue files that paths name. Like CUE's loader it skips files whose name

@@ -1,0 +1,41 @@
+package schema
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLoadGivesUp: a policy whose evaluation explodes is a problem with a position, not a hang.
+// The file asks CUE for a list of 2^32 elements.
+func TestLoadGivesUp(t *testing.T) {
+	const bomb = `package p
+l0: [0, 0, 0, 0]
+l1: [for a in l0 for b in l0 {0}]
+l2: [for a in l1 for b in l1 {0}]
+l3: [for a in l2 for b in l2 {0}]
+l4: [for a in l3 for b in l3 {0}]
+domains: {}
+`
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bomb.cue")
+	if err := os.WriteFile(file, []byte(bomb), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { evalTimeout = d }(evalTimeout)
+	evalTimeout = 200 * time.Millisecond
+
+	_, err := Load(dir)
+	probs, ok := err.(Problems)
+	if !ok || len(probs) != 1 {
+		t.Fatalf("Load: got %v, want one problem", err)
+	}
+	if got := probs[0].Pos.File; got != file {
+		t.Errorf("problem file: got %q, want %q", got, file)
+	}
+	if !strings.Contains(probs[0].Message, "did not finish") {
+		t.Errorf("problem message: got %q, want it to say evaluation did not finish", probs[0].Message)
+	}
+}
