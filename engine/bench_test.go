@@ -55,6 +55,25 @@ func BenchmarkLeaseHit(b *testing.B) {
 	}
 }
 
+// BenchmarkLeaseHitKey is the enforcer's whole local path: build the key
+// from descriptor values into a reused buffer, then TakeBytes.
+func BenchmarkLeaseHitKey(b *testing.B) {
+	ctx := context.Background()
+	m := benchManager(b)
+	buf := make([]byte, 0, 128)
+	buf = AppendKey(buf, "edge", "tenant_id", "acme", "path", "/v1/payments")
+	if _, err := m.TakeBytes(ctx, buf, roomy, 1); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendKey(buf[:0], "edge", "tenant_id", "acme", "path", "/v1/payments")
+		if d, _ := m.TakeBytes(ctx, buf, roomy, 1); !d.OK {
+			b.Fatal("denied")
+		}
+	}
+}
+
 // BenchmarkXTimeRate is the anchor: golang.org/x/time/rate's Allow on one key.
 func BenchmarkXTimeRate(b *testing.B) {
 	l := rate.NewLimiter(rate.Limit(1e12), 1<<30)

@@ -66,7 +66,7 @@ type diffKeyState struct {
 // returns how many differed. Every op is pipelined with an HGETALL of its key.
 func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (int, int) {
 	ctx := context.Background()
-	if err := loadScripts(ctx, c); err != nil {
+	if err := NewRedis(c).Preload(ctx); err != nil {
 		t.Fatalf("load scripts: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 42))
@@ -85,15 +85,55 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (
 		cmd    *redis.Cmd
 		state  *redis.MapStringStringCmd
 	}
-	done, bad := 0, 0
+	type batchOps struct {
+		pipe redis.Pipeliner
+		ps   []pending
+	}
+	// The model runs here while a second goroutine executes the previous
+	// batch on Redis and compares: Go and Redis work in parallel.
+	batches := make(chan batchOps, 2)
+	var done, bad int
 	var granted, partial, denied, never, returns int
-	defer func() {
-		t.Logf("granted %d (partial %d), denied %d (never %d), returns %d", granted, partial, denied, never, returns)
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		for b := range batches {
+			if _, err := b.pipe.Exec(ctx); err != nil {
+				t.Errorf("pipeline: %v", err)
+				bad += len(b.ps)
+				done += len(b.ps)
+				continue
+			}
+			for _, p := range b.ps {
+				done++
+				switch {
+				case p.ret != nil:
+					returns++
+				case p.res.Granted == 0:
+					denied++
+					if p.res.RetryAfter == Never {
+						never++
+					}
+				default:
+					granted++
+					if p.res.Granted < min(p.take.Want, MaxExact) {
+						partial++
+					}
+				}
+				if msg := compareOp(p.take, p.ret, p.res, p.cmd, p.fields, p.state.Val()); msg != "" {
+					bad++
+					if bad <= 10 {
+						t.Errorf("op %d key %s limits %+v: %s", done, p.k.key, p.k.limits, msg)
+					}
+				}
+			}
+		}
 	}()
-	for done < ops {
+	for sent := 0; sent < ops; {
 		pipe := c.Pipeline()
 		var ps []pending
-		for range min(batch, ops-done) {
+		for range min(batch, ops-sent) {
+			sent++
 			k := keys[rng.IntN(len(keys))]
 			k.now = nextTime(rng, k)
 			p := pending{k: k}
@@ -103,74 +143,54 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (
 					r.TakenAt = k.taken
 				}
 				args, err := returnArgs(r)
-				if err != nil {
-					t.Fatalf("return args: %v", err)
+				if err == nil {
+					err = model.Return(ctx, r)
 				}
-				if err := model.Return(ctx, r); err != nil {
-					t.Fatalf("model return: %v", err)
+				if err != nil {
+					t.Fatalf("return %+v: %v", r, err)
 				}
 				p.ret, p.cmd = &r, returnScript.EvalSha(ctx, pipe, []string{k.key}, args...)
 			} else {
 				r := randomTake(rng, k)
 				args, err := takeArgs(r)
+				if err == nil {
+					p.res, err = model.Take(ctx, r)
+				}
 				if err != nil {
-					t.Fatalf("take args: %v", err)
+					t.Fatalf("take %+v: %v", r, err)
 				}
-				res, err := model.Take(ctx, r)
-				if err != nil {
-					t.Fatalf("model take: %v", err)
+				if p.res.Granted > 0 {
+					k.taken = p.res.Now
 				}
-				if res.Granted > 0 {
-					k.taken = res.Now
-				}
-				p.take, p.res, p.cmd = &r, res, takeScript.EvalSha(ctx, pipe, []string{k.key}, args...)
+				p.take, p.cmd = &r, takeScript.EvalSha(ctx, pipe, []string{k.key}, args...)
 			}
 			p.state = pipe.HGetAll(ctx, k.key)
 			p.fields = model.Fields(k.key)
 			ps = append(ps, p)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			t.Fatalf("pipeline: %v", err)
-		}
-		for _, p := range ps {
-			done++
-			var msg string
-			switch {
-			case p.ret != nil:
-				returns++
-			case p.res.Granted == 0:
-				denied++
-				if p.res.RetryAfter == Never {
-					never++
-				}
-			default:
-				granted++
-				if p.res.Granted < min(p.take.Want, MaxExact) {
-					partial++
-				}
-			}
-			if p.take != nil {
-				got, err := parseTake(p.cmd.Val())
-				if err != nil {
-					msg = err.Error()
-				} else if got != p.res {
-					msg = fmt.Sprintf("take %+v: redis %+v, model %+v", *p.take, got, p.res)
-				}
-			} else if err := p.cmd.Err(); err != nil {
-				msg = fmt.Sprintf("return %+v: %v", *p.ret, err)
-			}
-			if msg == "" {
-				msg = compareState(p.fields, p.state.Val())
-			}
-			if msg != "" {
-				bad++
-				if bad <= 10 {
-					t.Errorf("op %d key %s limits %+v: %s", done, p.k.key, p.k.limits, msg)
-				}
-			}
-		}
+		batches <- batchOps{pipe, ps}
 	}
+	close(batches)
+	<-checked
+	t.Logf("granted %d (partial %d), denied %d (never %d), returns %d", granted, partial, denied, never, returns)
 	return done, bad
+}
+
+// compareOp describes how Redis's reply to one op and its hash afterwards
+// differ from the model's, or returns "" when they are identical.
+func compareOp(take *TakeRequest, ret *ReturnRequest, res Result, cmd *redis.Cmd, fields map[string]int64, hash map[string]string) string {
+	if take != nil {
+		got, err := parseTake(cmd.Val())
+		if err != nil {
+			return err.Error()
+		}
+		if got != res {
+			return fmt.Sprintf("take %+v: redis %+v, model %+v", *take, got, res)
+		}
+	} else if err := cmd.Err(); err != nil {
+		return fmt.Sprintf("return %+v: %v", *ret, err)
+	}
+	return compareState(fields, hash)
 }
 
 // compareState describes how a model's fields differ from a Redis hash, or
@@ -185,23 +205,6 @@ func compareState(model map[string]int64, hash map[string]string) string {
 		}
 	}
 	return ""
-}
-
-// loadScripts loads both scripts on every master, so pipelined EVALSHA
-// never meets NOSCRIPT.
-func loadScripts(ctx context.Context, c redis.UniversalClient) error {
-	load := func(ctx context.Context, c redis.Scripter) error {
-		for _, s := range []*redis.Script{takeScript, returnScript} {
-			if err := s.Load(ctx, c).Err(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return load(ctx, n) })
-	}
-	return load(ctx, c)
 }
 
 // randomLimits returns one to three valid limits, many at the edges: tiny and

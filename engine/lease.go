@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // A Dispatcher runs store calls off the request path: lease prefetches and
 // returns of tokens a lease cannot hold. The enforcer runs fn on a goroutine
-// with a context bounded by its store timeout; a simulator schedules fn as an
-// event at now + modelled latency on its virtual clock. Dispatchers must not
-// run fn before Go returns unless they are nil-like test dispatchers (see
-// LeaseConfig.Dispatcher).
+// with a context bounded by its store timeout; a simulator queues fn as an
+// event at now + modelled latency on its virtual clock and runs it when the
+// simulation reaches that instant. Go may also run fn before returning
+// (synchronously); fn only calls the Store and then updates the lease.
 type Dispatcher interface {
 	Go(fn func(ctx context.Context))
 }
@@ -157,7 +158,21 @@ func NewLeaseManager(cfg LeaseConfig) (*LeaseManager, error) {
 // after Close, and when the store fails; the caller then applies its
 // fail-open or fail-closed rule.
 func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cost int64) (Decision, error) {
-	l := m.lookup(key, limits)
+	return m.take(ctx, m.lookup(key, limits), limits, cost)
+}
+
+// TakeBytes is Take for a key built with AppendKey into a reused buffer: it
+// copies the key only the first time it sees it, so the request path stays
+// free of allocations. key may be reused once TakeBytes returns.
+func (m *LeaseManager) TakeBytes(ctx context.Context, key []byte, limits []Limit, cost int64) (Decision, error) {
+	// The unsafe view is only looked up, never stored.
+	if v, ok := m.leases.Load(unsafe.String(unsafe.SliceData(key), len(key))); ok {
+		return m.take(ctx, v.(*lease), limits, cost)
+	}
+	return m.take(ctx, m.lookup(string(key), limits), limits, cost)
+}
+
+func (m *LeaseManager) take(ctx context.Context, l *lease, limits []Limit, cost int64) (Decision, error) {
 	for {
 		b := l.balance.Load()
 		if b < cost || cost < 1 {
@@ -364,83 +379,4 @@ func (m *LeaseManager) storeNow(now int64) int64 {
 		return 0
 	}
 	return now
-}
-
-// Sweep gives back to the store the balance of every lease whose TTL has
-// passed at the Clock's now, and forgets keys idle for a further TTL. The
-// enforcer calls it every second or so, a simulator at virtual instants.
-// Returns run synchronously under ctx; Sweep reports their errors joined.
-func (m *LeaseManager) Sweep(ctx context.Context) error {
-	now := m.cfg.Clock.Now()
-	var errs []error
-	m.leases.Range(func(k, v any) bool {
-		l := v.(*lease)
-		l.mu.Lock()
-		var n int64
-		var req ReturnRequest
-		switch {
-		case now >= l.expires && l.balance.Load() > 0:
-			n = l.balance.Swap(0)
-			l.drained += n
-			req = ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now)}
-		case now >= l.expires+m.cfg.TTL && now >= l.blocked && l.pending == 0 && !l.inflight.Load() && l.balance.Load() == 0:
-			l.dead = true
-			m.leases.Delete(k)
-		}
-		l.mu.Unlock()
-		if n > 0 {
-			m.returned.Add(n)
-			if err := m.cfg.Store.Return(ctx, req); err != nil {
-				m.storeErrors.Add(1)
-				errs = append(errs, err)
-			}
-		}
-		return true
-	})
-	return errors.Join(errs...)
-}
-
-// Close gives every lease's balance back to the store and makes later Takes
-// fail with ErrClosed; prefetches still in flight give their tokens back
-// when they land. It reports store errors joined.
-func (m *LeaseManager) Close(ctx context.Context) error {
-	m.closed.Store(true)
-	now := m.cfg.Clock.Now()
-	var errs []error
-	m.leases.Range(func(_, v any) bool {
-		l := v.(*lease)
-		l.mu.Lock()
-		n := l.balance.Swap(0)
-		l.drained += n
-		req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now)}
-		l.mu.Unlock()
-		if n > 0 {
-			m.returned.Add(n)
-			if err := m.cfg.Store.Return(ctx, req); err != nil {
-				m.storeErrors.Add(1)
-				errs = append(errs, err)
-			}
-		}
-		return true
-	})
-	return errors.Join(errs...)
-}
-
-// Stranded is the sum of all local balances: tokens debited from the store
-// and not yet spent or given back.
-func (m *LeaseManager) Stranded() int64 {
-	var sum int64
-	m.leases.Range(func(_, v any) bool {
-		sum += v.(*lease).balance.Load()
-		return true
-	})
-	return sum
-}
-
-// Stats returns the manager's counters so far.
-func (m *LeaseManager) Stats() LeaseStats {
-	return LeaseStats{
-		Fetches: m.fetches.Load(), ShortCircuits: m.shortCircuits.Load(),
-		Returned: m.returned.Load(), StoreErrors: m.storeErrors.Load(),
-	}
 }

@@ -357,3 +357,21 @@ func TestLeaseStoreOutage(t *testing.T) {
 		t.Fatalf("after recovery: %+v %v", d, err)
 	}
 }
+
+func TestLeaseTakeBytes(t *testing.T) {
+	ctx := context.Background()
+	limits := []Limit{{Requests: 10, Window: second}}
+	v := &virtual{now: 1000}
+	m := newTestManager(t, NewMemory(nil), v, LeaseConfig{MinLease: 10, MaxLease: 10})
+	buf := AppendKey(nil, "edge", "k")
+	for i := range 10 {
+		if d, err := m.TakeBytes(ctx, buf, limits, 1); err != nil || !d.OK {
+			t.Fatalf("step %d: %+v %v", i, d, err)
+		}
+		buf = append(buf[:0], "garbage!"...) // the manager kept a copy
+		buf = AppendKey(buf[:0], "edge", "k")
+	}
+	if d, _ := m.Take(ctx, Key("edge", "k"), limits, 1); d.OK {
+		t.Error("Take and TakeBytes do not share the key's bucket")
+	}
+}

@@ -62,6 +62,24 @@ func (r *Redis) Return(ctx context.Context, req ReturnRequest) error {
 	return nil
 }
 
+// Preload loads both scripts on the server, or on every master of a
+// Cluster, so that the first takes need no EVAL fallback; it doubles as a
+// readiness check. Calling it is optional.
+func (r *Redis) Preload(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, s := range []*redis.Script{takeScript, returnScript} {
+			if err := s.Load(ctx, c).Err(); err != nil {
+				return fmt.Errorf("redis: load script: %w", err)
+			}
+		}
+		return nil
+	}
+	if cc, ok := r.c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return load(ctx, n) })
+	}
+	return load(ctx, r.c)
+}
+
 // takeArgs validates req and builds the take script's ARGV.
 func takeArgs(req TakeRequest) ([]any, error) {
 	want, need, err := req.normalize()
