@@ -25,12 +25,17 @@ func Run(paths ...string) ([]finding.Finding, error) {
 	return Lint(m), nil
 }
 
-// ProblemFindings turns the loader's problems into RL000 findings, sorted by position. The
-// message keeps the CUE path and names the problem's related positions.
+// ProblemFindings turns the loader's problems into findings, sorted by position. A problem that
+// is one of lint's checks (the loader refuses a few, such as duplicate matches) keeps that
+// check's ID; the rest are RL000. The message keeps the CUE path and names the problem's related
+// positions.
 func ProblemFindings(probs schema.Problems) []finding.Finding {
 	out := make([]finding.Finding, 0, len(probs))
 	for _, p := range probs {
 		f := finding.Finding{ID: LoadID, Severity: finding.Error, Pos: p.Pos, Message: p.Message}
+		if r, ok := Explain(p.Check); ok && p.Check != "" {
+			f.ID, f.Severity = r.ID, r.Severity
+		}
 		if p.Path != "" {
 			f.Message = p.Path + ": " + p.Message
 		}

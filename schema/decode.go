@@ -130,6 +130,13 @@ func (d *decoder) errorf(v cue.Value, format string, args ...any) {
 	d.probs = append(d.probs, problemf(pos(v), path(v), format, args...))
 }
 
+// checkf records a problem that is also a lint check, named check.
+func (d *decoder) checkf(check string, v cue.Value, format string, args ...any) {
+	p := problemf(pos(v), path(v), format, args...)
+	p.Check = check
+	d.probs = append(d.probs, p)
+}
+
 // An object is a struct's regular fields by name, read in one pass. The decoder reads fields
 // from objects rather than with LookupPath, which sets up a fresh evaluation context and, for a
 // missing field, an error value on every call: with thousands of rules that was most of decode's
@@ -317,7 +324,7 @@ func (d *decoder) rule(dom *policy.Domain, name string, v cue.Value, defaults, l
 			}
 		}
 		if dom.Source(m.Key) == nil {
-			d.errorf(e, "match key %q has no source in domain %s", m.Key, dom.Name)
+			d.checkf("unknown-descriptor", e, "match key %q has no source in domain %s", m.Key, dom.Name)
 		}
 		r.Match = append(r.Match, m)
 	}
@@ -335,7 +342,7 @@ func (d *decoder) rule(dom *policy.Domain, name string, v cue.Value, defaults, l
 			Attribute: d.str(so.get("attribute")),
 		}
 		if dom.Source(r.SubShards.Attribute) == nil {
-			d.errorf(so.get("attribute"), "sub_shards attribute %q has no source in domain %s", r.SubShards.Attribute, dom.Name)
+			d.checkf("unknown-descriptor", so.get("attribute"), "sub_shards attribute %q has no source in domain %s", r.SubShards.Attribute, dom.Name)
 		}
 	}
 	for _, f := range fields(setting(o, defaults, "regions")) {
@@ -419,7 +426,7 @@ func (d *decoder) lease(rule, defaults object) policy.Lease {
 		l.LowWatermark = d.int(lw, 0)
 	}
 	if l.Min > l.Max {
-		d.errorf(setting(rule, defaults, "min"), "lease min %d is above lease max %d", l.Min, l.Max)
+		d.checkf("lease-bounds", setting(rule, defaults, "min"), "lease min %d is above lease max %d", l.Min, l.Max)
 	}
 	return l
 }
@@ -451,6 +458,7 @@ func (d *decoder) checkRules(dom *policy.Domain) {
 				Related: []policy.Pos{o.Pos},
 				Path:    fmt.Sprintf("domains.%s.rules.%s", dom.Name, r.Name),
 				Message: fmt.Sprintf("rule %s has the same match as rule %s", r.Name, o.Name),
+				Check:   "duplicate-match",
 			})
 			continue
 		}

@@ -38,6 +38,10 @@ type Problem struct {
 	// Path is the CUE path of the offending value, such as domains.edge.rules.r.limits[0].window.
 	Path    string `json:"path,omitempty"`
 	Message string `json:"message"`
+	// Check names the lint check this problem is, when it is one the loader must refuse because
+	// no consumer could use the model (such as "duplicate-match"); lint reports it under that
+	// check's ID. Empty for CUE syntax, schema and conflict problems.
+	Check string `json:"check,omitempty"`
 }
 
 // Positions returns Pos and Related, leaving out unknown positions.
