@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -150,15 +151,23 @@ func SortRules(rules []*Rule) {
 		return 2
 	}
 	// Siblings of the same kind keep the declared order of the first rule through them, so
-	// rules nested below one parent stay together.
-	declared := append([]*Rule(nil), rules...)
-	group := func(r *Rule, depth int) int {
-		for i, o := range declared {
-			if len(o.Match) > depth && sameMatch(o.Match[:depth+1], r.Match[:depth+1]) {
-				return i
+	// rules nested below one parent stay together. group[r][d] is the declared index of the
+	// first rule that shares r's match down to depth d; computed once, so sorting stays
+	// O(n log n) in the number of rules.
+	group := make(map[*Rule][]int, len(rules))
+	first := make(map[string]int)
+	for i, r := range rules {
+		g := make([]int, len(r.Match))
+		var prefix strings.Builder
+		for d, m := range r.Match {
+			fmt.Fprintf(&prefix, "%q=%q/%s;", m.Key, m.Value, m.Kind)
+			k := prefix.String()
+			if _, ok := first[k]; !ok {
+				first[k] = i
 			}
+			g[d] = first[k]
 		}
-		return len(declared)
+		group[r] = g
 	}
 	sort.SliceStable(rules, func(i, j int) bool {
 		a, b := rules[i], rules[j]
@@ -169,7 +178,7 @@ func SortRules(rules []*Rule) {
 			if ra, rb := rank(a.Match[k].Kind), rank(b.Match[k].Kind); ra != rb {
 				return ra < rb
 			}
-			return group(a, k) < group(b, k)
+			return group[a][k] < group[b][k]
 		}
 		return len(a.Match) < len(b.Match)
 	})
