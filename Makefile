@@ -3,17 +3,21 @@ GO      ?= go
 BIN     := bin
 RLCTL   := $(BIN)/rlctl
 OUT     := out
+# VERSION is what `rlctl version` prints: the nearest tag (or the commit), marked -dirty when the
+# tree has changes; "dev" outside a Git checkout.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
 
 .PHONY: all build demo test bench vet fmt clean redis
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 # The main job on the embedded default: lint the example policies, run their unit tests, render
 # the snapshot, generate and simulate an access log, and exercise the enforcer on the in-memory
-# store. Everything it writes goes to out/.
+# store. Everything it writes goes to $(OUT)/.
 demo: build
 	@mkdir -p $(OUT)
 	$(RLCTL) lint policies
@@ -22,7 +26,7 @@ demo: build
 	$(RLCTL) gen-logs --seed 1 --lines 200000 --format envoy-json --out $(OUT)/access.log
 	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o table
 	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o html --out $(OUT)/report.html
-	./scripts/demo-enforcer.sh $(BIN) $(OUT)/snapshot.json
+	./scripts/demo-enforcer.sh $(BIN) $(OUT)/snapshot.json $(OUT)
 	@echo "demo: done. Report: $(OUT)/report.html, snapshot: $(OUT)/snapshot.json"
 
 # Tests that need Redis start their own redis-server; this makes sure one is installed.

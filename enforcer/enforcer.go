@@ -64,16 +64,20 @@ type Enforcer struct {
 	loadedAt   atomic.Int64
 	legacy     bool
 	cooldownMs int64
+	// unavailableRetryMs is the retry-after of a denial while the store is unavailable.
+	unavailableRetryMs int64
 
 	redis    redis.UniversalClient
 	breaker  *breaker
 	store    *guardedStore
+	order    *order
 	leasing  *leasing
 	fallback *engine.Memory
 
 	journal     *journal.Writer
 	journalFile *os.File
 	seq         atomic.Uint64
+	gen         int // config generations loaded; reloads run one at a time
 
 	grpc    *grpc.Server
 	health  *health.Server
@@ -100,6 +104,8 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 	}
 	e = &Enforcer{conf: c, log: c.Logger, clock: wallClock, legacy: c.LegacyHeaders,
 		cooldownMs: c.BreakerCooldown.Milliseconds(), fallback: engine.NewMemory(wallClock)}
+	e.unavailableRetryMs = max(e.cooldownMs, 1000)
+	e.order = newOrder(e.clock, c.JournalPath != "")
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -121,8 +127,8 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 		e.mx.breakerTrans.WithLabelValues(to.String()).Inc()
 		e.log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
 	})
-	e.store = newGuardedStore(inner, c.StoreTimeout, detach, e.breaker, e.clock, e.journal, e.mx)
-	e.leasing = newLeasing(e.store, e.clock, c.StoreTimeout, c.Store == "redis")
+	e.store = newGuardedStore(inner, c.StoreTimeout, detach, e.breaker, e.clock, e.order, e.journal, e.mx)
+	e.leasing = newLeasing(e.store, e.order, e.journal, c.StoreTimeout, c.Store == "redis")
 	if err := e.reload(); err != nil {
 		return e, err
 	}
@@ -219,6 +225,9 @@ func (e *Enforcer) Close() error {
 			_ = e.redis.Close()
 		}
 		if e.journal != nil {
+			// The end record tells a replay that every lease was returned and how many records
+			// were lost.
+			e.journal.Write(journal.Record{Kind: journal.KindEnd, TimeMs: e.clock.Now(), Dropped: e.journal.Dropped()})
 			errs = append(errs, e.journal.Close())
 			errs = append(errs, e.journalFile.Close())
 		}
@@ -239,7 +248,8 @@ func (e *Enforcer) openJournal() error {
 	if e.conf.JournalBlock {
 		opts.Policy = journal.Block
 	}
-	w, err := journal.NewWriter(f, journal.Header{Instance: e.conf.InstanceID, StartMs: e.clock.Now()}, opts)
+	w, err := journal.NewWriter(f, journal.Header{Instance: e.conf.InstanceID, StartMs: e.clock.Now(),
+		Stripes: journalStripes, UnavailableRetryMs: e.unavailableRetryMs}, opts)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("enforcer: journal: %w", err)

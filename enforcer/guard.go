@@ -29,6 +29,7 @@ type guardedStore struct {
 	detach  bool
 	breaker *breaker
 	clock   engine.Clock
+	order   *order
 	journal *journal.Writer
 
 	granted, denied, failed, timedOut, open prometheus.Counter
@@ -37,9 +38,9 @@ type guardedStore struct {
 	leaseSize                               prometheus.Observer
 }
 
-func newGuardedStore(inner engine.Store, timeout time.Duration, detach bool, br *breaker, clock engine.Clock, j *journal.Writer, mx *metrics) *guardedStore {
+func newGuardedStore(inner engine.Store, timeout time.Duration, detach bool, br *breaker, clock engine.Clock, o *order, j *journal.Writer, mx *metrics) *guardedStore {
 	return &guardedStore{
-		inner: inner, timeout: timeout, detach: detach, breaker: br, clock: clock, journal: j,
+		inner: inner, timeout: timeout, detach: detach, breaker: br, clock: clock, order: o, journal: j,
 		granted:       mx.storeCalls.WithLabelValues("take", "granted"),
 		denied:        mx.storeCalls.WithLabelValues("take", "denied"),
 		failed:        mx.storeCalls.WithLabelValues("take", "error"),
@@ -60,9 +61,10 @@ type takeReply struct {
 
 // Take implements engine.Store.
 func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
+	g.order.reached(ctx)
 	if !g.breaker.Allow() {
 		g.open.Inc()
-		g.journalTake(r, engine.Result{}, ErrCircuitOpen, 0)
+		g.journalTake(ctx, r, engine.Result{}, ErrCircuitOpen, 0)
 		return engine.Result{}, ErrCircuitOpen
 	}
 	start := time.Now()
@@ -87,7 +89,7 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 	default:
 		g.denied.Inc()
 	}
-	g.journalTake(r, res, err, took)
+	g.journalTake(ctx, r, res, err, took)
 	return res, err
 }
 
@@ -118,6 +120,7 @@ func (g *guardedStore) detached(ctx context.Context, r engine.TakeRequest) (engi
 // Return implements engine.Store. Returns are not on the request path; they use the same
 // timeout and breaker, and a failed return only strands tokens until the key's TTL.
 func (g *guardedStore) Return(ctx context.Context, r engine.ReturnRequest) error {
+	g.order.reached(ctx)
 	if !g.breaker.Allow() {
 		g.returnFailed.Inc()
 		g.journalReturn(r, ErrCircuitOpen, 0)
@@ -139,12 +142,15 @@ func (g *guardedStore) Return(ctx context.Context, r engine.ReturnRequest) error
 	return err
 }
 
-func (g *guardedStore) journalTake(r engine.TakeRequest, res engine.Result, err error, took time.Duration) {
+// journalTake records a take's reply. A prefetch's reply enters its key's stripe here (see
+// order), so that the record and the lease manager's use of the reply are one section.
+func (g *guardedStore) journalTake(ctx context.Context, r engine.TakeRequest, res engine.Result, err error, took time.Duration) {
 	if g.journal == nil {
 		return
 	}
-	rec := journal.Record{Kind: journal.KindStore, TimeMs: g.clock.Now(), Op: journal.OpTake, Key: r.Key,
-		Want: r.Want, Min: r.Min, Got: res.Granted, Remaining: res.Remaining, RetryMs: res.RetryAfter,
+	local, async := g.order.land(ctx, r.Key)
+	rec := journal.Record{Kind: journal.KindStore, TimeMs: g.clock.Now(), LocalMs: local, Async: async, Op: journal.OpTake,
+		Key: r.Key, Want: r.Want, Min: r.Min, Got: res.Granted, Remaining: res.Remaining, RetryMs: res.RetryAfter,
 		ResetMs: res.ResetAfter, LatencyUs: took.Microseconds()}
 	if res.Now > 0 {
 		rec.TimeMs = res.Now

@@ -8,64 +8,79 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/journal"
 	"github.com/rlctl/rlctl/policy"
 )
 
 // readSnapshot decodes a policy snapshot.
 func readSnapshot(r io.Reader) (*policy.Model, error) { return policy.ReadSnapshot(r) }
 
-// leasing owns the engine lease managers, one per distinct lease setting of the rules (the
-// engine's LeaseConfig is per manager). Managers outlive config reloads, so the leases of keys
-// whose rules did not change survive a reload.
+// leasing owns the engine lease managers: for each distinct lease setting of the rules (the
+// engine's LeaseConfig is per manager), one manager per stripe of the order. Managers outlive
+// config reloads, so the leases of keys whose rules did not change survive a reload.
 type leasing struct {
 	store      engine.Store
-	clock      engine.Clock
+	order      *order
+	journal    *journal.Writer
 	timeout    time.Duration
 	storeClock bool
 
-	mu       sync.Mutex
-	managers map[policy.Lease]*engine.LeaseManager
-	closed   bool
-	wg       sync.WaitGroup // dispatched store calls
+	mu     sync.Mutex
+	byRule map[policy.Lease][]*engine.LeaseManager
+	closed bool
+	wg     sync.WaitGroup // dispatched store calls
 }
 
-func newLeasing(store engine.Store, clock engine.Clock, timeout time.Duration, storeClock bool) *leasing {
-	return &leasing{store: store, clock: clock, timeout: timeout, storeClock: storeClock,
-		managers: map[policy.Lease]*engine.LeaseManager{}}
+func newLeasing(store engine.Store, o *order, j *journal.Writer, timeout time.Duration, storeClock bool) *leasing {
+	return &leasing{store: store, order: o, journal: j, timeout: timeout, storeClock: storeClock,
+		byRule: map[policy.Lease][]*engine.LeaseManager{}}
 }
 
-// manager returns the lease manager for rules with lease settings p.
-func (ls *leasing) manager(p policy.Lease) (*engine.LeaseManager, error) {
+// managers returns the lease managers, one per stripe, of rules with lease settings p, whose
+// engine form is cfg.
+func (ls *leasing) managers(p policy.Lease, cfg engine.LeaseConfig) ([]*engine.LeaseManager, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if m := ls.managers[p]; m != nil {
-		return m, nil
+	if ms := ls.byRule[p]; ms != nil {
+		return ms, nil
 	}
 	if ls.closed {
 		return nil, engine.ErrClosed
 	}
-	m, err := engine.NewLeaseManager(engine.LeaseConfig{
-		Store: ls.store, Clock: ls.clock, Dispatcher: engine.DispatchFunc(ls.dispatch),
-		MinLease: p.Min, MaxLease: p.Max, Lookahead: p.LookaheadMs, TTL: p.TTLMs,
-		StoreClock: ls.storeClock,
-	})
-	if err != nil {
-		return nil, err
+	ms := make([]*engine.LeaseManager, ls.order.count())
+	for i := range ms {
+		c := cfg
+		c.Store, c.Clock, c.Dispatcher, c.StoreClock = ls.store, ls.order.clock(i), engine.DispatchFunc(ls.dispatch), ls.storeClock
+		m, err := engine.NewLeaseManager(c)
+		if err != nil {
+			return nil, err
+		}
+		ms[i] = m
 	}
-	ls.managers[p] = m
-	return m, nil
+	ls.byRule[p] = ms
+	return ms, nil
 }
 
 // dispatch runs a prefetch or a return on a goroutine of its own, bounded by the store timeout
 // (the guarded store enforces it too).
 func (ls *leasing) dispatch(fn func(ctx context.Context)) {
 	ls.wg.Add(1)
-	go func() {
-		defer ls.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), max(ls.timeout, 50*time.Millisecond))
-		defer cancel()
-		fn(ctx)
-	}()
+	ls.order.dispatch(func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), max(ls.timeout, 50*time.Millisecond))
+	}, fn, ls.wg.Done)
+}
+
+// byStripe returns the managers of every stripe.
+func (ls *leasing) byStripe() [][]*engine.LeaseManager {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	out := make([][]*engine.LeaseManager, ls.order.count())
+	for _, ms := range ls.byRule {
+		for i, m := range ms {
+			out[i] = append(out[i], m)
+		}
+	}
+	return out
 }
 
 // sweep returns expired leases every second until ctx is done.
@@ -77,18 +92,32 @@ func (ls *leasing) sweep(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			ls.mu.Lock()
-			ms := make([]*engine.LeaseManager, 0, len(ls.managers))
-			for _, m := range ls.managers {
-				ms = append(ms, m)
-			}
-			ls.mu.Unlock()
-			for _, m := range ms {
-				sctx, cancel := context.WithTimeout(ctx, time.Second)
-				_ = m.Sweep(sctx)
-				cancel()
+			for i, ms := range ls.byStripe() {
+				ls.sweepStripe(ctx, i, ms)
 			}
 		}
+	}
+}
+
+// sweepStripe sweeps the managers of stripe i. With a journal it records the sweep, unless the
+// stripe holds no lease: then a sweep changes nothing, and an idle enforcer writes nothing.
+func (ls *leasing) sweepStripe(ctx context.Context, i int, ms []*engine.LeaseManager) {
+	now := ls.order.lock(i)
+	defer ls.order.unlock(i)
+	if ls.order.exact() {
+		n := 0
+		for _, m := range ms {
+			n += m.Keys()
+		}
+		if n == 0 {
+			return
+		}
+		ls.journal.Write(journal.Record{Kind: journal.KindSweep, TimeMs: now, Stripe: i})
+	}
+	for _, m := range ms {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		_ = m.Sweep(sctx)
+		cancel()
 	}
 }
 
@@ -96,12 +125,15 @@ func (ls *leasing) sweep(ctx context.Context) {
 func (ls *leasing) Close(ctx context.Context) error {
 	ls.mu.Lock()
 	ls.closed = true
-	ms := ls.managers
 	ls.mu.Unlock()
 	ls.wait(ctx)
 	var errs []error
-	for _, m := range ms {
-		errs = append(errs, m.Close(ctx))
+	for i, ms := range ls.byStripe() {
+		ls.order.lock(i)
+		for _, m := range ms {
+			errs = append(errs, m.Close(ctx))
+		}
+		ls.order.unlock(i)
 	}
 	ls.wait(ctx) // returns that Close dispatched
 	return errors.Join(errs...)

@@ -82,7 +82,7 @@ func newMetrics(journalDropped func() float64) *metrics {
 	})
 	m.configInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "rate_limit_config_info",
-		Help: "1 for the snapshot version (sha256 of the file) being served.",
+		Help: "1 for the snapshot version being served: its content_hash, as rlctl render writes it.",
 	}, []string{"version"})
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_config_reloads_total",

@@ -10,6 +10,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/rlctl/rlctl/journal"
+	"github.com/rlctl/rlctl/policy"
 )
 
 // reload reads, validates and compiles the snapshot file and swaps it in atomically. On error
@@ -20,16 +21,20 @@ func (e *Enforcer) reload() error {
 	if err == nil {
 		var rc *runtimeConfig
 		if rc, err = e.compileSnapshot(raw); err == nil {
+			// The config record goes first: every decision that reads rc comes after the swap,
+			// so after the record (decisions name their config by its generation).
+			e.gen++
+			rc.gen = e.gen
+			now := e.clock.Now()
+			e.journal.Write(journal.Record{Kind: journal.KindConfig, TimeMs: now, Gen: rc.gen, ConfigVersion: rc.version, Rules: rc.rules})
 			old := e.cfg.Swap(rc)
 			if old != nil {
 				e.mx.configInfo.DeleteLabelValues(old.version)
 			}
-			now := e.clock.Now()
 			e.loadedAt.Store(now)
 			e.mx.configInfo.WithLabelValues(rc.version).Set(1)
 			e.mx.configVer.Set(float64(now) / 1000)
 			e.mx.reloads.WithLabelValues("ok").Inc()
-			e.journal.Write(journal.Record{Kind: journal.KindConfig, TimeMs: now, ConfigVersion: rc.version, Rules: rc.rules})
 			if old != nil {
 				e.log.Info("config reloaded", "version", rc.version, "previous", old.version, "rules", rc.rules)
 			}
@@ -50,7 +55,7 @@ func (e *Enforcer) compileSnapshot(raw []byte) (*runtimeConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return compile(m, raw, e.conf.InstanceID, e.mx, e.leasing)
+	return compile(m, e.conf.InstanceID, e.mx, e.leasing)
 }
 
 // watch reloads the snapshot when it changes. It watches the file's directory, so that an
@@ -110,7 +115,13 @@ func (e *Enforcer) watch(ctx context.Context) error {
 	return nil
 }
 
-// sameVersion reports whether raw hashes to version.
+// sameVersion reports whether the snapshot in raw is the policy of version: whether its model
+// has that content hash.
 func sameVersion(raw []byte, version string) bool {
-	return versionOf(raw) == version
+	m, err := readSnapshot(bytes.NewReader(raw))
+	if err != nil {
+		return false
+	}
+	v, err := policy.ContentHash(m)
+	return err == nil && v == version
 }

@@ -77,11 +77,28 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 }
 
+// TestConfigVersion: the version an enforcer serves is the snapshot's content hash, the one
+// rlctl render writes and journal replays look policies up by.
+func TestConfigVersion(t *testing.T) {
+	m := testModel()
+	in := spawn(t, m, nil)
+	want, err := policy.ContentHash(testModel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := in.ConfigVersion(); got != want {
+		t.Errorf("config version: got %s, want the content hash %s", got, want)
+	}
+}
+
 // BenchmarkShouldRateLimit is the in-process hot path: a lease hit on one key (memory store).
-func BenchmarkShouldRateLimit(b *testing.B) {
+func BenchmarkShouldRateLimit(b *testing.B) { benchShouldRateLimit(b, nil) }
+
+// benchShouldRateLimit runs the hot path on an enforcer that mod configures.
+func benchShouldRateLimit(b *testing.B, mod func(*Config)) {
 	m := testModel()
 	m.Domains[0].Rules[7].Lease = policy.Lease{Min: 5, Max: 500, LookaheadMs: 250, TTLMs: 10_000}
-	in := spawn(b, m, nil)
+	in := spawn(b, m, mod)
 	svc := service{e: in.Enforcer}
 	req := request("edge", []string{"stage=big", "user=hot"})
 	ctx := context.Background()

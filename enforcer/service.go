@@ -24,16 +24,6 @@ type service struct {
 	e *Enforcer
 }
 
-// verdict is the decision for one descriptor before its rule's stage is applied.
-type verdict struct {
-	over      bool
-	remaining int64
-	resetMs   int64
-	retryMs   int64
-	limiting  int
-	via       string
-}
-
 // ShouldRateLimit implements the RLS v3 protocol. See the package documentation for how
 // descriptors are matched and decided.
 func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -74,44 +64,48 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			if dom != nil {
 				dom.unmatched.Inc()
 			}
-			e.journalDecision(seq, i, req.Domain, nil, "", 0, verdict{via: journal.ViaUnmatched}, false)
+			e.journalUnmatched(seq, i, req.Domain, cfg.gen)
 			continue
 		}
-		cost := rs.cost
+		cost := rs.plan.Cost
 		if req.HitsAddend > 0 {
 			cost = int64(req.HitsAddend)
 		}
 		if d.HitsAddend != nil && d.HitsAddend.Value > 0 {
 			cost = int64(d.HitsAddend.Value)
 		}
-		limits, views := rs.limits, rs.views
+		limits, views := rs.plan.Limits, rs.views
 		if d.Limit != nil {
 			limits, views = rs.override(d.Limit)
 		}
 		key := rs.key(ents[:len(d.Entries)], d.Limit)
-		v := e.decide(ctx, rs, key, limits, cost)
-		view := views[min(v.limiting, len(views)-1)]
+		// The decision and its journal record are one section of the key's stripe (see order).
+		stripe := e.order.index(key)
+		now := e.order.lock(stripe)
+		v := e.decide(ctx, rs, rs.lms[stripe], key, limits, cost, now)
+		e.journalDecision(now, seq, i, req.Domain, cfg.gen, rs, key, cost, v, d.Limit)
+		e.order.unlock(stripe)
+
+		view := views[0]
 		st.CurrentLimit = view.current
-		st.LimitRemaining = uint32(min(max(v.remaining, 0), 1<<32-1))
-		until := v.resetMs
-		if v.over && v.retryMs > 0 {
-			until = v.retryMs
+		st.LimitRemaining = uint32(min(max(v.Remaining, 0), 1<<32-1))
+		until := v.ResetMs
+		if v.Over && v.RetryMs > 0 {
+			until = v.RetryMs
 		}
 		durations[i].Seconds, durations[i].Nanos = until/1000, int32(until%1000)*1e6
 		st.DurationUntilReset = &durations[i]
 
-		c := headerChoice{view: view, remaining: v.remaining, resetMs: v.resetMs}
-		enforced := false
+		c := headerChoice{view: view, remaining: v.Remaining, resetMs: v.ResetMs}
 		switch {
-		case !v.over:
+		case !v.Over:
 			rs.ok.Inc()
-		case rs.mode == modeEnforce:
-			enforced = true
+		case rs.mode == policy.ModeEnforce:
 			rs.over.Inc()
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			c.retryMs = max(v.retryMs, 1)
-		case rs.mode == modeSoft:
+			c.retryMs = max(v.RetryMs, 1)
+		case rs.mode == policy.ModeSoft:
 			rs.softOver.Inc()
 			c.warn = true
 			warned = c
@@ -120,7 +114,6 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			rs.shadowBlock.Inc()
 			e.shadowEvent(rs, key, cost)
 		}
-		e.journalDecision(seq, i, req.Domain, rs, key, cost, v, enforced)
 		if c.better(&choice) {
 			choice = c
 		}
@@ -135,94 +128,41 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	return resp, nil
 }
 
-// decide asks the limiter for cost tokens of key and applies the rule's failure mode when the
-// store is unavailable.
-func (e *Enforcer) decide(ctx context.Context, rs *ruleState, key string, limits []engine.Limit, cost int64) verdict {
-	d, err := rs.lm.Take(ctx, key, limits, cost)
-	if err == nil {
-		v := verdict{over: !d.OK, remaining: d.Remaining, via: journal.ViaStore}
-		// The lease manager does not say when the key is full again; a limit's refill time
-		// is an upper bound.
-		v.resetMs = limits[0].RefillMs()
-		if d.Local {
-			v.via = journal.ViaLease
-		}
-		if v.over {
-			if d.Local {
-				v.via = journal.ViaShortCircuit
-			}
-			v.retryMs = d.RetryAfter
-			if v.retryMs == engine.Never || v.retryMs <= 0 {
-				v.retryMs = v.resetMs
-			}
-			v.resetMs = v.retryMs
-		}
+// decide asks the rule's plan for cost tokens of key, which applies the rule's failure mode when
+// the store is unavailable, and counts the requests that mode admits.
+func (e *Enforcer) decide(ctx context.Context, rs *ruleState, lm *engine.LeaseManager, key string, limits []engine.Limit, cost, now int64) engine.Verdict {
+	v, err := rs.plan.Decide(ctx, lm, key, limits, cost, engine.Unavailable{Fallback: e.fallback, Now: now, RetryMs: e.unavailableRetryMs})
+	if err == nil || errors.Is(err, engine.ErrBadRequest) {
 		return v
 	}
-	if errors.Is(err, engine.ErrBadRequest) {
-		// A limit the engine rejects (an override with an inexact window, a cost beyond the
-		// exact range) is denied, never admitted silently.
-		return verdict{over: true, retryMs: 1000, via: journal.ViaFailClosed}
-	}
 	e.log.Debug("store unavailable", "error", err)
-	bypass := rs.bypassError
-	if errors.Is(err, ErrCircuitOpen) {
-		bypass = rs.bypassOpen
-	}
-	retry := max(e.cooldownMs, 1000)
-	switch {
-	case rs.failClosed:
-		return verdict{over: true, resetMs: retry, retryMs: retry, via: journal.ViaFailClosed}
-	case rs.fallback != nil:
-		fb, ferr := e.fallback.Take(ctx, engine.TakeRequest{Key: key, Limits: rs.fallback, Want: cost, Min: cost, Now: e.clock.Now()})
-		if ferr != nil || fb.Granted == 0 {
-			return verdict{over: true, remaining: 0, resetMs: fb.ResetAfter, retryMs: max(fb.RetryAfter, 1), via: journal.ViaFallback}
+	if !v.Over {
+		if errors.Is(err, ErrCircuitOpen) {
+			rs.bypassOpen.Inc()
+		} else {
+			rs.bypassError.Inc()
 		}
-		bypass.Inc()
-		return verdict{remaining: fb.Remaining, resetMs: fb.ResetAfter, via: journal.ViaFallback}
-	default:
-		bypass.Inc()
-		return verdict{via: journal.ViaFailOpen}
 	}
+	return v
 }
 
-// key is the store key of a descriptor matched by rs: the domain, the rule and every matched
-// entry's key and value, then the sub-shard and the limit override when there are any.
+// key is the store key of a descriptor matched by rs (engine.AppendRuleKey), followed by the
+// limit override when there is one.
 func (rs *ruleState) key(ents []policy.Entry, override *commonv3.RateLimitDescriptor_RateLimitOverride) string {
-	var parts [2 + 2*MaxEntries + 3]string
-	parts[0], parts[1] = rs.domain, rs.name
-	n := 2
-	matched := ents
-	if rs.shards > 0 && len(ents) > 0 && len(ents) > rs.depth {
-		matched = ents[:len(ents)-1]
-	}
-	for _, en := range matched {
-		parts[n], parts[n+1] = en.Key, en.Value
-		n += 2
-	}
-	if rs.shards > 0 {
-		var shard int64
-		if len(ents) > len(matched) {
-			shard = shardOf(ents[len(ents)-1].Value, rs.shards)
-		}
-		parts[n], parts[n+1] = "shard", rs.shardName(shard)
-		n += 2
-	}
+	var buf [256]byte
+	b := engine.AppendRuleKey(buf[:0], rs.plan.Domain, rs.plan.Rule, ents)
 	if override != nil {
 		ms, _ := overrideWindowMs(override)
-		parts[n] = "override=" + strconv.FormatUint(uint64(override.RequestsPerUnit), 10) + "/" + strconv.FormatInt(ms, 10)
-		n++
+		b = engine.AppendKeyPart(b, "override="+strconv.FormatUint(uint64(override.RequestsPerUnit), 10)+"/"+strconv.FormatInt(ms, 10))
 	}
-	var buf [256]byte
-	return string(engine.AppendKey(buf[:0], parts[:n]...))
+	return string(b)
 }
 
-// override returns the limits and views of a descriptor's limit override: the rule's first
-// limit's algorithm with the override's rate.
+// override returns the limits and views of a descriptor's limit override.
 func (rs *ruleState) override(o *commonv3.RateLimitDescriptor_RateLimitOverride) ([]engine.Limit, []*limitView) {
 	ms, _ := overrideWindowMs(o)
-	l := engine.Limit{Algorithm: rs.limits[0].Algorithm, Requests: int64(o.RequestsPerUnit), Window: ms}
-	return []engine.Limit{l}, []*limitView{newLimitView(rs.name, l.Requests, ms)}
+	limits := rs.plan.Override(int64(o.RequestsPerUnit), ms)
+	return limits, []*limitView{newLimitView(rs.name, limits[0].Requests, ms)}
 }
 
 // overrideWindowMs converts an override's unit and multiplier to milliseconds.
@@ -261,30 +201,31 @@ func (e *Enforcer) shadowEvent(rs *ruleState, key string, cost int64) {
 		return
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "RateLimitShadowBlock",
-		slog.String("event", "RateLimitShadowBlock"), slog.String("domain", rs.domain),
+		slog.String("event", "RateLimitShadowBlock"), slog.String("domain", rs.plan.Domain),
 		slog.String("rule", rs.name), slog.String("key", key), slog.Int64("cost", cost),
 		slog.Int64("suppressed", rs.shadowSuppressed.Swap(0)))
 }
 
 // journalDecision writes a decision record when the journal is on.
-func (e *Enforcer) journalDecision(seq uint64, i int, domain string, rs *ruleState, key string, cost int64, v verdict, enforced bool) {
+func (e *Enforcer) journalDecision(now int64, seq uint64, i int, domain string, gen int, rs *ruleState, key string, cost int64,
+	v engine.Verdict, override *commonv3.RateLimitDescriptor_RateLimitOverride) {
 	if e.journal == nil {
 		return
 	}
-	r := journal.Record{Kind: journal.KindDecision, TimeMs: e.clock.Now(), Seq: seq, Index: i,
-		Domain: domain, Key: key, Cost: cost, Via: v.via, Engine: journal.CodeOK, Code: journal.CodeOK}
-	if rs != nil {
-		r.Rule = rs.name
-		if rs.stage != string(policy.StageEnforce) {
-			r.Stage = rs.stage
-		}
-		r.Remaining, r.ResetMs = v.remaining, v.resetMs
-		if v.over {
-			r.Engine, r.ResetMs = journal.CodeOver, v.retryMs
-		}
-		if enforced {
-			r.Code = journal.CodeOver
-		}
+	r := journal.DecisionOf(rs.plan.Rule, key, cost, v, rs.mode)
+	r.TimeMs, r.Seq, r.Index, r.Domain, r.Gen = now, seq, i, domain, gen
+	if override != nil {
+		r.OverrideRequests = int64(override.RequestsPerUnit)
+		r.OverrideMs, _ = overrideWindowMs(override)
 	}
 	e.journal.Write(r)
+}
+
+// journalUnmatched writes the record of a descriptor no rule matched when the journal is on.
+func (e *Enforcer) journalUnmatched(seq uint64, i int, domain string, gen int) {
+	if e.journal == nil {
+		return
+	}
+	e.journal.Write(journal.Record{Kind: journal.KindDecision, TimeMs: e.clock.Now(), Seq: seq, Index: i, Gen: gen,
+		Domain: domain, Via: journal.ViaUnmatched, Engine: journal.CodeOK, Code: journal.CodeOK})
 }

@@ -80,9 +80,10 @@ func TestStatusesAndHeaders(t *testing.T) {
 		t.Errorf("unmatched status: got %v, want OK with no limit", s1)
 	}
 	// Remaining is the lease manager's view (store remaining plus the local balance), so it
-	// may lag the 4 spent tokens by a lease.
-	if s2.Code != ok || s2.CurrentLimit.GetRequestsPerUnit() != 1_000_000 || s2.LimitRemaining < 1_000_000-10 || s2.LimitRemaining > 1_000_000-3 {
-		t.Errorf("status 2: got %v, want OK 1000000/MINUTE remaining about 999996", s2)
+	// may lag the 4 spent tokens by a lease; and this bucket refills about 16 tokens a
+	// millisecond, so after a few milliseconds it may be full again. It never exceeds capacity.
+	if s2.Code != ok || s2.CurrentLimit.GetRequestsPerUnit() != 1_000_000 || s2.LimitRemaining < 1_000_000-10 || s2.LimitRemaining > 1_000_000 {
+		t.Errorf("status 2: got %v, want OK 1000000/MINUTE remaining in [999990, 1000000]", s2)
 	}
 	for name, want := range map[string]string{
 		HeaderPolicy:          `"enforce";q=3;w=60`,

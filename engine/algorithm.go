@@ -1,5 +1,7 @@
 package engine
 
+import "fmt"
+
 // This file is the reference arithmetic of every algorithm. redis_take.lua and
 // redis_return.lua are line-for-line ports of it; a change here is a change
 // there, and TestRedisMatchesModel holds the two together.
@@ -33,15 +35,48 @@ func clamp(v, lo, hi int64) int64 {
 	return min(max(v, lo), hi)
 }
 
+// exact is a Limit with its exact scheme worked out once per operation, as
+// the Lua scripts receive each limit (cap, tu, rate): the token bucket holds
+// capacity tokens, a token is tu units and the bucket gains rate units per
+// millisecond. The divisions behind tu and rate are the costliest part of a
+// decision, so they are done once per limit per Take, not once per use.
+type exact struct {
+	Limit
+	capacity, tu, rate int64
+}
+
+// exact works out l's exact scheme. It assumes Requests, Window ≥ 1.
+func (l Limit) exact() exact {
+	x := exact{Limit: l, capacity: l.Capacity()}
+	if l.Algorithm == TokenBucket {
+		x.tu, x.rate = l.units()
+	}
+	return x
+}
+
+// exactLimits validates limits and appends their exact schemes to dst.
+func exactLimits(dst []exact, key string, limits []Limit) ([]exact, error) {
+	if len(limits) == 0 {
+		return dst, fmt.Errorf("%w: key %q: no limits", ErrBadRequest, key)
+	}
+	for i, l := range limits {
+		x, err := l.validExact()
+		if err != nil {
+			return dst, fmt.Errorf("%w: key %q: limit %d: %w", ErrBadRequest, key, i, err)
+		}
+		dst = append(dst, x)
+	}
+	return dst, nil
+}
+
 // advance brings s up to now: it creates fresh state (a full bucket, empty
 // windows) when s has none, clamps what was stored into range, refills the
 // bucket or rolls the windows. Time never runs before the state's own time, so
 // a clock going backwards refills nothing and never reopens a window.
-func (l Limit) advance(s *slot, now int64) {
+func (l *exact) advance(s *slot, now int64) {
 	switch l.Algorithm {
 	case TokenBucket:
-		tu, rate := l.units()
-		capU := l.Capacity() * tu
+		capU := l.capacity * l.tu
 		if s.has&hasBucket != hasBucket {
 			s.tok, s.ts = capU, now
 			s.has |= hasBucket
@@ -54,8 +89,8 @@ func (l Limit) advance(s *slot, now int64) {
 		}
 		// Clamp elapsed time to the time to fill before multiplying, so years
 		// of idleness cannot leave the exact range.
-		elapsed := min(now-s.ts, ceilDiv(capU, rate))
-		s.tok = min(capU, s.tok+elapsed*rate)
+		elapsed := min(now-s.ts, ceilDiv(capU, l.rate))
+		s.tok = min(capU, s.tok+elapsed*l.rate)
 		s.ts = now
 	case SlidingWindow, FixedWindow:
 		sliding := l.Algorithm == SlidingWindow
@@ -96,7 +131,7 @@ func (l Limit) advance(s *slot, now int64) {
 
 // effective is the time a decision on advanced state s is made at: never
 // before the state's own time, and for windows within [win, win+Window).
-func (l Limit) effective(s *slot, now int64) int64 {
+func (l *exact) effective(s *slot, now int64) int64 {
 	if l.Algorithm == TokenBucket {
 		return s.ts
 	}
@@ -104,11 +139,10 @@ func (l Limit) effective(s *slot, now int64) int64 {
 }
 
 // available is how many tokens l could grant now (after advance).
-func (l Limit) available(s *slot, now int64) int64 {
+func (l *exact) available(s *slot, now int64) int64 {
 	switch l.Algorithm {
 	case TokenBucket:
-		tu, _ := l.units()
-		return s.tok / tu
+		return s.tok / l.tu
 	case SlidingWindow:
 		return max(0, l.Requests-s.cur-l.weighted(s.prev, now-s.win))
 	default:
@@ -118,15 +152,14 @@ func (l Limit) available(s *slot, now int64) int64 {
 
 // weighted is the previous window's count p weighted by the share of it still
 // inside the sliding window, e ms into the current one, rounded up.
-func (l Limit) weighted(p, e int64) int64 {
+func (l *exact) weighted(p, e int64) int64 {
 	return ceilDiv(p*(l.Window-e), l.Window)
 }
 
 // debit takes n tokens; n never exceeds available.
-func (l Limit) debit(s *slot, n int64) {
+func (l *exact) debit(s *slot, n int64) {
 	if l.Algorithm == TokenBucket {
-		tu, _ := l.units()
-		s.tok -= n * tu
+		s.tok -= n * l.tu
 		return
 	}
 	s.cur += n
@@ -135,12 +168,11 @@ func (l Limit) debit(s *slot, n int64) {
 // refund gives back n tokens taken at takenAt. The bucket is capped at its
 // capacity; a window count is only lowered when the tokens were taken in the
 // window that still holds them.
-func (l Limit) refund(s *slot, n, takenAt int64) {
+func (l *exact) refund(s *slot, n, takenAt int64) {
 	switch l.Algorithm {
 	case TokenBucket:
-		tu, _ := l.units()
-		capU := l.Capacity() * tu
-		s.tok = min(capU, s.tok+min(n, l.Capacity())*tu)
+		capU := l.capacity * l.tu
+		s.tok = min(capU, s.tok+min(n, l.capacity)*l.tu)
 		return
 	}
 	tw := takenAt - takenAt%l.Window
@@ -154,8 +186,8 @@ func (l Limit) refund(s *slot, n, takenAt int64) {
 
 // retryAfter is the time in ms until l could grant need tokens if nothing else
 // took any: 0 when it can now, Never when need exceeds its capacity.
-func (l Limit) retryAfter(s *slot, now, need int64) int64 {
-	if need > l.Capacity() {
+func (l *exact) retryAfter(s *slot, now, need int64) int64 {
+	if need > l.capacity {
 		return Never
 	}
 	if l.available(s, now) >= need {
@@ -163,8 +195,7 @@ func (l Limit) retryAfter(s *slot, now, need int64) int64 {
 	}
 	switch l.Algorithm {
 	case TokenBucket:
-		tu, rate := l.units()
-		return ceilDiv(need*tu-s.tok, rate)
+		return ceilDiv(need*l.tu-s.tok, l.rate)
 	case SlidingWindow:
 		e := now - s.win
 		// Within this window: the smallest x ≥ e with
@@ -184,10 +215,9 @@ func (l Limit) retryAfter(s *slot, now, need int64) int64 {
 }
 
 // resetAfter is the time in ms until the bucket is full, or the window ends.
-func (l Limit) resetAfter(s *slot, now int64) int64 {
+func (l *exact) resetAfter(s *slot, now int64) int64 {
 	if l.Algorithm == TokenBucket {
-		tu, rate := l.units()
-		return ceilDiv(l.Capacity()*tu-s.tok, rate)
+		return ceilDiv(l.capacity*l.tu-s.tok, l.rate)
 	}
 	return l.Window - (now - s.win)
 }
@@ -195,15 +225,17 @@ func (l Limit) resetAfter(s *slot, now int64) int64 {
 // take decides a take of want tokens, at least need, for all limits of a key
 // at once, and updates their slots: every limit is debited the same grant, or
 // none is. slots holds at least len(limits) entries.
-func take(limits []Limit, slots []slot, now, want, need int64) Result {
+func take(limits []exact, slots []slot, now, want, need int64) Result {
 	res := Result{Granted: want, Now: now}
-	for i, l := range limits {
+	for i := range limits {
+		l := &limits[i]
 		l.advance(&slots[i], now)
 		res.Granted = min(res.Granted, l.available(&slots[i], l.effective(&slots[i], now)))
 	}
 	if res.Granted < need {
 		res.Granted = 0
-		for i, l := range limits {
+		for i := range limits {
+			l := &limits[i]
 			r := l.retryAfter(&slots[i], l.effective(&slots[i], now), need)
 			if r == Never || res.RetryAfter == Never {
 				res.RetryAfter = Never
@@ -213,7 +245,8 @@ func take(limits []Limit, slots []slot, now, want, need int64) Result {
 		}
 	}
 	res.Remaining = -1
-	for i, l := range limits {
+	for i := range limits {
+		l := &limits[i]
 		if res.Granted > 0 {
 			l.debit(&slots[i], res.Granted)
 		}
@@ -221,14 +254,15 @@ func take(limits []Limit, slots []slot, now, want, need int64) Result {
 			res.Remaining, res.Limiting = a, i
 		}
 	}
-	lim, s := limits[res.Limiting], &slots[res.Limiting]
+	lim, s := &limits[res.Limiting], &slots[res.Limiting]
 	res.ResetAfter = lim.resetAfter(s, lim.effective(s, now))
 	return res
 }
 
 // giveBack returns n tokens taken at takenAt (≤ 0: now) to every limit.
-func giveBack(limits []Limit, slots []slot, now, n, takenAt int64) {
-	for i, l := range limits {
+func giveBack(limits []exact, slots []slot, now, n, takenAt int64) {
+	for i := range limits {
+		l := &limits[i]
 		l.advance(&slots[i], now)
 		at := takenAt
 		if at <= 0 {

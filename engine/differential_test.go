@@ -75,6 +75,10 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (
 		keys[i] = &diffKeyState{key: diffKey(i), limits: randomLimits(rng), now: 1 + rng.Int64N(2e12)}
 	}
 	model := NewMemory(nil)
+	// twin is the single-goroutine Memory, fed through TakeBytes: it must
+	// agree with model bit for bit, and so with Redis.
+	twin := NewSingleGoroutineMemory(nil)
+	var keyBuf []byte
 	const batch = 2000
 	type pending struct {
 		k      *diffKeyState
@@ -146,6 +150,9 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (
 				if err == nil {
 					err = model.Return(ctx, r)
 				}
+				if err == nil {
+					err = twin.Return(ctx, r)
+				}
 				if err != nil {
 					t.Fatalf("return %+v: %v", r, err)
 				}
@@ -159,6 +166,12 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (
 				if err != nil {
 					t.Fatalf("take %+v: %v", r, err)
 				}
+				keyBuf = append(keyBuf[:0], r.Key...)
+				tr := r
+				tr.Key = ""
+				if got, err := twin.TakeBytes(ctx, keyBuf, tr); err != nil || got != p.res {
+					t.Fatalf("take %+v: single-goroutine TakeBytes %+v %v, model %+v", r, got, err, p.res)
+				}
 				if p.res.Granted > 0 {
 					k.taken = p.res.Now
 				}
@@ -166,6 +179,9 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (
 			}
 			p.state = pipe.HGetAll(ctx, k.key)
 			p.fields = model.Fields(k.key)
+			if msg := compareFields(p.fields, twin.Fields(k.key)); msg != "" {
+				t.Fatalf("key %s: single-goroutine Memory differs: %s", k.key, msg)
+			}
 			ps = append(ps, p)
 		}
 		batches <- batchOps{pipe, ps}
@@ -202,6 +218,19 @@ func compareState(model map[string]int64, hash map[string]string) string {
 	for f, v := range model {
 		if hash[f] != strconv.FormatInt(v, 10) {
 			return fmt.Sprintf("state %s: redis %q, model %d (redis %v)", f, hash[f], v, hash)
+		}
+	}
+	return ""
+}
+
+// compareFields describes how two models' fields differ, or returns "".
+func compareFields(a, b map[string]int64) string {
+	if len(a) != len(b) {
+		return fmt.Sprintf("%v vs %v", a, b)
+	}
+	for f, v := range a {
+		if w, ok := b[f]; !ok || w != v {
+			return fmt.Sprintf("%s: %d vs %d", f, v, w)
 		}
 	}
 	return ""

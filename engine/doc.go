@@ -29,7 +29,11 @@
 // prefetches the next lease below a low watermark, sizes leases from observed
 // traffic and rejects a key locally after the store said it is over the limit.
 // It reads time only from an injected Clock and does asynchronous work only
-// through an injected Dispatcher, and it never starts goroutines.
+// through an injected Dispatcher, and it never starts goroutines. A Decision
+// carries what RLS needs per descriptor: Remaining, RetryAfter, ResetAfter
+// (duration_until_reset) and Limiting (which limit's headers to report);
+// see Decision for what a local hit reports. Sweep visits only the leases
+// that are due (a heap keyed by expiry), not every lease.
 //
 // # Driving the lease manager in virtual time
 //
@@ -43,4 +47,19 @@
 // LeaseManager example. The enforcer passes a wall clock, a Dispatcher that
 // runs fn on a goroutine with a store-timeout context, and StoreClock so that
 // Redis's TIME decides.
+//
+// # Single-goroutine use
+//
+// A simulator that runs everything on one goroutine (requests, the events
+// its Dispatcher queued, Sweep) should say so, and pays for no locks or
+// atomic read-modify-writes: create the shared store and the ideal engine
+// with NewSingleGoroutineMemory(clock) instead of NewMemory(clock), and set
+// LeaseConfig.SingleGoroutine on every LeaseManager. Decisions, store state
+// and counters are bit for bit those of the concurrent forms
+// (TestLeaseSingleGoroutineMatches, and TestRedisMatchesModel runs the
+// single-goroutine Memory beside the concurrent one). A store key kept in a
+// reused buffer goes to Memory.TakeBytes and LeaseManager.TakeBytes without
+// allocating. Pass the same []Limit slice for a key every time: Memory caches
+// each slice's validated exact scheme (checked by value, so a changed slice
+// is never stale), and the divisions it saves cost more than the decision.
 package engine

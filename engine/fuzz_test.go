@@ -24,7 +24,7 @@ func FuzzBucket(f *testing.F) {
 		}
 		t0 = clamp(t0, 1, MaxExact)
 		t1 := clamp(t0+clamp(dt, -MaxExact, MaxExact), 1, MaxExact)
-		limits := []Limit{l}
+		limits := []exact{l.exact()}
 		slots := make([]slot, 1)
 
 		check := func(what string, now int64, r *Result) {
@@ -75,8 +75,9 @@ func FuzzBucket(f *testing.F) {
 
 // checkRetry verifies that a request for need tokens denied at now would be
 // granted after exactly retry ms, and not a millisecond earlier.
-func checkRetry(t *testing.T, l Limit, s slot, now, need, retry int64) {
+func checkRetry(t *testing.T, lim Limit, s slot, now, need, retry int64) {
 	t.Helper()
+	l := lim.exact()
 	// at is what is available ms after now; ok is false beyond MaxExact.
 	at := func(ms int64) (int64, bool) {
 		c := s

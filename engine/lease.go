@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -44,14 +45,26 @@ type LeaseConfig struct {
 	// MaxLease), smoothed with the same time constant.
 	Lookahead int64
 	// LowWaterPercent of B is the balance below which a prefetch starts
-	// (default 25).
+	// (default 25). LowWater, when set, replaces it.
 	LowWaterPercent int64
+	// LowWater is an absolute low watermark: when it is above 0, a prefetch
+	// starts when the balance falls below min(LowWater, B) tokens, whatever
+	// LowWaterPercent says (the policy's lease.low_watermark; its
+	// low_watermark_percent maps to LowWaterPercent). A LowWater at or above
+	// B keeps the balance topped up to B after every spend.
+	LowWater int64
 	// TTL is how long leased tokens stay local after the last fetch before
 	// Sweep returns them to the store, in ms (default 10000).
 	TTL int64
 	// StoreClock makes store calls use the store's clock (Redis TIME, Now 0)
 	// instead of Clock. Production sets it; simulations leave it off.
 	StoreClock bool
+	// SingleGoroutine is the caller's promise that nothing calls the
+	// manager (Take, TakeBytes, Sweep, Close, Stranded, Stats, and the
+	// functions it hands the Dispatcher) from two goroutines at once, as
+	// in a simulator's event loop. The manager then keeps its leases in a
+	// plain map and takes no locks. Decisions are the same either way.
+	SingleGoroutine bool
 }
 
 // ErrClosed is returned by a LeaseManager after Close.
@@ -71,8 +84,21 @@ var ErrClosed = errors.New("lease manager closed")
 // use.
 type LeaseManager struct {
 	cfg    LeaseConfig
-	leases sync.Map // key string → *lease
+	single bool              // cfg.SingleGoroutine
+	leases sync.Map          // key string → *lease, unless single
+	local  map[string]*lease // the leases when single
 	closed atomic.Bool
+
+	// seen is the latest Clock reading the manager made; local hits age
+	// the last store reply's reset instant with it instead of reading
+	// the clock. It sits on a cache line of its own because every hit
+	// reads it.
+	_    [64]byte
+	seen atomic.Int64
+	_    [56]byte
+
+	dueMu sync.Mutex // guards due and every lease's dueAt
+	due   dueHeap    // when Sweep must look at which lease next
 
 	fetches, shortCircuits, returned, storeErrors atomic.Int64
 }
@@ -80,13 +106,29 @@ type LeaseManager struct {
 // lease is one key's local state.
 type lease struct {
 	key      string
-	balance  atomic.Int64 // tokens spendable without I/O
+	balance  plainable    // tokens spendable without I/O
 	lowWater atomic.Int64 // prefetch below this balance
 	inflight atomic.Bool  // a prefetch is on its way
+	resetAt  atomic.Int64 // local ms: the last store reply's reset instant
+	limiting atomic.Int32 // the last store reply's Limiting
 
-	mu       sync.Mutex // guards the fields below
+	m *LeaseManager
+	// fetch is the prefetch handed to the Dispatcher, made once per lease
+	// so that a prefetch does not allocate; fetchWant and fetchLimits are
+	// its arguments, owned by the prefetch in flight.
+	fetch       func(context.Context)
+	fetchWant   int64
+	fetchLimits []Limit
+
+	// dueAt is the time of the lease's live entry in m.due (notDue when
+	// it has none); other entries for it are stale. Guarded by m.dueMu.
+	dueAt int64
+
+	mu       sync.Mutex // guards the fields below, unless single
 	limits   []Limit
 	capacity int64 // a cost above it can never be granted
+	smallest int   // index of the limit with the least capacity
+	replied  bool  // resetAt and limiting hold a store reply
 	size     int64 // B
 	credited int64 // tokens ever added to balance
 	drained  int64 // tokens ever removed from balance by returns
@@ -114,6 +156,22 @@ type Decision struct {
 	// RetryAfter is, for a denial, the ms until the request could succeed,
 	// or Never.
 	RetryAfter int64
+	// ResetAfter is the time in ms until the tightest limit is full again
+	// (token bucket) or its window ends: RLS duration_until_reset.
+	// Limiting is the index in limits of that tightest limit, whose
+	// headers to report. After a store call (Local false) both are the
+	// store's Result.ResetAfter and Result.Limiting for that call: the
+	// shared bucket after the lease was debited. A local decision reports
+	// the key's latest store reply (a take or a prefetch), with
+	// ResetAfter counted down to now: on a hit, to the latest time the
+	// manager read its Clock (at every store call, prefetch and Sweep),
+	// so that a hit reads no clock, which can overstate ResetAfter by the
+	// time since; on a local denial, to the Clock's now. A cost above a
+	// limit's capacity on a key that has no store reply yet reports the
+	// limit with the least capacity and its RefillMs, the longest a reset
+	// can take.
+	ResetAfter int64
+	Limiting   int
 }
 
 // LeaseStats counts a LeaseManager's store traffic.
@@ -143,60 +201,114 @@ func NewLeaseManager(cfg LeaseConfig) (*LeaseManager, error) {
 	def(&cfg.Lookahead, 250)
 	def(&cfg.LowWaterPercent, 25)
 	def(&cfg.TTL, 10_000)
-	if cfg.MinLease < 1 || cfg.MaxLease < cfg.MinLease || cfg.Lookahead < 1 || cfg.LowWaterPercent < 0 || cfg.TTL < 1 {
-		return nil, fmt.Errorf("lease manager: bad config: min %d max %d lookahead %d low water %d%% ttl %d",
-			cfg.MinLease, cfg.MaxLease, cfg.Lookahead, cfg.LowWaterPercent, cfg.TTL)
+	if cfg.MinLease < 1 || cfg.MaxLease < cfg.MinLease || cfg.Lookahead < 1 || cfg.LowWaterPercent < 0 || cfg.LowWater < 0 || cfg.TTL < 1 {
+		return nil, fmt.Errorf("lease manager: bad config: min %d max %d lookahead %d low water %d%% or %d ttl %d",
+			cfg.MinLease, cfg.MaxLease, cfg.Lookahead, cfg.LowWaterPercent, cfg.LowWater, cfg.TTL)
 	}
 	if cfg.Dispatcher == nil {
 		cfg.Dispatcher = DispatchFunc(func(fn func(context.Context)) { fn(context.Background()) })
 	}
-	return &LeaseManager{cfg: cfg}, nil
+	m := &LeaseManager{cfg: cfg, single: cfg.SingleGoroutine}
+	if m.single {
+		m.local = make(map[string]*lease)
+	}
+	return m, nil
 }
 
 // Take decides a request of cost tokens on key, whose limits are limits (the
 // same for every call with that key). It returns an error for an invalid cost,
 // after Close, and when the store fails; the caller then applies its
 // fail-open or fail-closed rule.
-func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cost int64) (Decision, error) {
-	return m.take(ctx, m.lookup(key, limits), limits, cost)
+func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cost int64) (d Decision, err error) {
+	l := m.lookup(key, false, limits)
+	if rest, ok := l.spend(m.single, cost); ok {
+		m.refill(l, rest)
+		m.hit(&d, l, rest)
+		return d, nil
+	}
+	return m.slow(ctx, l, limits, cost)
 }
 
 // TakeBytes is Take for a key built with AppendKey into a reused buffer: it
 // copies the key only the first time it sees it, so the request path stays
 // free of allocations. key may be reused once TakeBytes returns.
-func (m *LeaseManager) TakeBytes(ctx context.Context, key []byte, limits []Limit, cost int64) (Decision, error) {
-	// The unsafe view is only looked up, never stored.
-	if v, ok := m.leases.Load(unsafe.String(unsafe.SliceData(key), len(key))); ok {
-		return m.take(ctx, v.(*lease), limits, cost)
-	}
-	return m.take(ctx, m.lookup(string(key), limits), limits, cost)
-}
-
-func (m *LeaseManager) take(ctx context.Context, l *lease, limits []Limit, cost int64) (Decision, error) {
-	for {
-		b := l.balance.Load()
-		if b < cost || cost < 1 {
-			break
-		}
-		if l.balance.CompareAndSwap(b, b-cost) {
-			if b-cost < l.lowWater.Load() && !l.inflight.Load() {
-				m.prefetch(l)
-			}
-			return Decision{OK: true, Local: true, Remaining: b - cost}, nil
-		}
+func (m *LeaseManager) TakeBytes(ctx context.Context, key []byte, limits []Limit, cost int64) (d Decision, err error) {
+	// The unsafe view is only looked up; lookup clones it before storing it.
+	l := m.lookup(unsafe.String(unsafe.SliceData(key), len(key)), true, limits)
+	if rest, ok := l.spend(m.single, cost); ok {
+		m.refill(l, rest)
+		m.hit(&d, l, rest)
+		return d, nil
 	}
 	return m.slow(ctx, l, limits, cost)
 }
 
-func (m *LeaseManager) lookup(key string, limits []Limit) *lease {
-	if v, ok := m.leases.Load(key); ok {
+// spend takes cost tokens from the local balance if it covers them and
+// returns the balance left. A single-goroutine manager does it with plain
+// loads and stores, sparing the locked instruction of a compare-and-swap.
+func (l *lease) spend(single bool, cost int64) (int64, bool) {
+	if single {
+		b := l.balance.v
+		if b < cost || cost < 1 {
+			return 0, false
+		}
+		l.balance.v = b - cost
+		return b - cost, true
+	}
+	for {
+		b := l.balance.Load()
+		if b < cost || cost < 1 {
+			return 0, false
+		}
+		if l.balance.CompareAndSwap(b, b-cost) {
+			return b - cost, true
+		}
+	}
+}
+
+// refill starts a prefetch when the balance left, rest, is below the low
+// watermark and none is in flight. It is inlined; prefetch is not.
+func (m *LeaseManager) refill(l *lease, rest int64) {
+	if rest < l.lowWater.Load() {
+		m.prefetch(l)
+	}
+}
+
+// hit fills in d for a request spent from the local balance, leaving rest.
+// It sets d's fields one by one, and is inlined: a Decision has too many
+// fields to live in registers, and building it as a literal and copying it
+// costs a hit a third of its time.
+func (m *LeaseManager) hit(d *Decision, l *lease, rest int64) {
+	d.OK, d.Local, d.Remaining = true, true, rest
+	d.ResetAfter = max(0, l.resetAt.Load()-m.seen.Load())
+	d.Limiting = int(l.limiting.Load())
+}
+
+// lookup returns key's lease, making it if there is none. clone says key is
+// a borrowed view to copy before it is stored.
+func (m *LeaseManager) lookup(key string, clone bool, limits []Limit) *lease {
+	if m.single {
+		if l := m.local[key]; l != nil {
+			return l
+		}
+	} else if v, ok := m.leases.Load(key); ok {
 		return v.(*lease)
 	}
-	l := &lease{key: key, size: m.cfg.MinLease}
+	if clone {
+		key = strings.Clone(key)
+	}
+	l := &lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue}
+	l.fetch = l.runFetch
 	l.setLimits(limits)
 	l.lowWater.Store(m.lowWater(l.size))
-	v, _ := m.leases.LoadOrStore(key, l)
-	return v.(*lease)
+	if m.single {
+		m.local[key] = l
+	} else if v, loaded := m.leases.LoadOrStore(key, l); loaded {
+		return v.(*lease)
+	}
+	// Sweep looks at a new lease at its next run, and reschedules it.
+	m.scheduleBy(l, 0)
+	return l
 }
 
 // setLimits records the key's limits (a reload may change them) and the
@@ -205,13 +317,19 @@ func (l *lease) setLimits(limits []Limit) {
 	if len(limits) == len(l.limits) && (len(limits) == 0 || &limits[0] == &l.limits[0]) {
 		return
 	}
-	l.limits, l.capacity = limits, MaxExact
-	for _, lim := range limits {
-		l.capacity = min(l.capacity, lim.Capacity())
+	l.limits, l.capacity, l.smallest = limits, MaxExact, 0
+	for i, lim := range limits {
+		if c := lim.Capacity(); c < l.capacity {
+			l.capacity, l.smallest = c, i
+		}
 	}
 }
 
+// lowWater is the balance below which a prefetch starts for lease size B.
 func (m *LeaseManager) lowWater(size int64) int64 {
+	if m.cfg.LowWater > 0 {
+		return min(m.cfg.LowWater, size)
+	}
 	return max(1, size*m.cfg.LowWaterPercent/100)
 }
 
@@ -223,113 +341,62 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	if m.closed.Load() {
 		return Decision{}, ErrClosed
 	}
-	now := m.cfg.Clock.Now()
-	l.mu.Lock()
+	now := m.now()
+	m.lock(l)
 	if l.dead {
-		l.mu.Unlock()
+		m.unlock(l)
 		return m.Take(ctx, l.key, limits, cost)
 	}
 	l.setLimits(limits)
 	if cost > l.capacity {
-		l.mu.Unlock()
-		return Decision{Local: true, RetryAfter: Never}, nil
+		d := Decision{Local: true, RetryAfter: Never, Limiting: l.smallest, ResetAfter: limits[l.smallest].RefillMs()}
+		if l.replied {
+			d.Limiting, d.ResetAfter = int(l.limiting.Load()), max(0, l.resetAt.Load()-now)
+		}
+		m.unlock(l)
+		return d, nil
 	}
 	if now < l.blocked && cost >= l.blockFor {
-		retry := l.blocked - now
-		l.mu.Unlock()
+		d := Decision{Local: true, RetryAfter: l.blocked - now, Limiting: int(l.limiting.Load()), ResetAfter: max(0, l.resetAt.Load()-now)}
+		m.unlock(l)
 		m.shortCircuits.Add(1)
-		return Decision{Local: true, RetryAfter: retry}, nil
+		return d, nil
 	}
 	if b := l.balance.Load(); b >= cost && l.balance.CompareAndSwap(b, b-cost) {
-		l.mu.Unlock() // filled while we waited for the lock
-		return Decision{OK: true, Local: true, Remaining: b - cost}, nil
+		// Filled while we waited for the lock.
+		d := Decision{OK: true, Local: true, Remaining: b - cost, Limiting: int(l.limiting.Load()), ResetAfter: max(0, l.resetAt.Load()-now)}
+		m.unlock(l)
+		return d, nil
 	}
 	l.observe(m, now)
 	req := TakeRequest{Key: l.key, Limits: limits, Want: max(l.size, cost), Min: cost, Now: m.storeNow(now)}
 	l.pending++
-	l.mu.Unlock()
+	m.unlock(l)
 
 	m.fetches.Add(1)
 	res, err := m.cfg.Store.Take(ctx, req)
-	now = m.cfg.Clock.Now()
+	now = m.now()
 
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	m.lock(l)
+	defer m.unlock(l)
+	defer m.settled(l)
 	l.pending--
 	if err != nil {
 		m.storeErrors.Add(1)
 		return Decision{}, fmt.Errorf("lease %q: %w", l.key, err)
 	}
+	l.replied = true
+	l.resetAt.Store(now + res.ResetAfter)
+	l.limiting.Store(int32(res.Limiting))
+	d := Decision{Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter, Limiting: res.Limiting}
 	if res.Granted == 0 {
 		l.block(now, res.RetryAfter, cost)
-		return Decision{Remaining: res.Remaining, RetryAfter: res.RetryAfter}, nil
+		return d, nil
 	}
 	l.spent += cost
 	m.credit(l, res.Granted-cost, res.Now, now)
-	return Decision{OK: true, Remaining: res.Remaining + l.balance.Load()}, nil
-}
-
-// prefetch starts an asynchronous take topping the balance up to B, unless one
-// is in flight or the key is blocked.
-func (m *LeaseManager) prefetch(l *lease) {
-	if !l.inflight.CompareAndSwap(false, true) {
-		return
-	}
-	now := m.cfg.Clock.Now()
-	l.mu.Lock()
-	if now < l.blocked || l.dead || m.closed.Load() {
-		l.inflight.Store(false)
-		l.mu.Unlock()
-		return
-	}
-	l.observe(m, now)
-	want := l.size - l.balance.Load()
-	if want < 1 {
-		l.inflight.Store(false)
-		l.mu.Unlock()
-		return
-	}
-	limits := l.limits
-	l.mu.Unlock()
-	m.fetches.Add(1)
-	m.cfg.Dispatcher.Go(func(ctx context.Context) {
-		now := m.cfg.Clock.Now()
-		res, err := m.cfg.Store.Take(ctx, TakeRequest{Key: l.key, Limits: limits, Want: want, Min: 1, Now: m.storeNow(now)})
-		now = m.cfg.Clock.Now()
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		defer l.inflight.Store(false)
-		switch {
-		case err != nil:
-			// The next request below the watermark tries again; one that
-			// finds the balance short goes to the store itself.
-			m.storeErrors.Add(1)
-		case res.Granted == 0:
-			l.block(now, res.RetryAfter, 1)
-		default:
-			m.credit(l, res.Granted, res.Now, now)
-		}
-	})
-}
-
-// credit adds n granted tokens to l's balance, up to MaxLease, and gives
-// back the rest. The caller holds l.mu.
-func (m *LeaseManager) credit(l *lease, n, takenAt, now int64) {
-	l.takenAt = takenAt
-	l.expires = now + m.cfg.TTL
-	if m.closed.Load() {
-		m.giveBack(l, n, takenAt)
-		return
-	}
-	for {
-		b := l.balance.Load()
-		add := clamp(m.cfg.MaxLease-b, 0, n)
-		if l.balance.CompareAndSwap(b, b+add) {
-			l.credited += add
-			m.giveBack(l, n-add, takenAt)
-			return
-		}
-	}
+	d.OK, d.Remaining = true, res.Remaining+l.balance.Load()
+	return d, nil
 }
 
 // giveBack returns n tokens to the store through the Dispatcher.
@@ -337,7 +404,7 @@ func (m *LeaseManager) giveBack(l *lease, n, takenAt int64) {
 	if n <= 0 {
 		return
 	}
-	req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.cfg.Clock.Now())}
+	req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now())}
 	m.returned.Add(n)
 	m.cfg.Dispatcher.Go(func(ctx context.Context) {
 		if err := m.cfg.Store.Return(ctx, req); err != nil {
@@ -372,6 +439,13 @@ func (l *lease) block(now, retryAfter, cost int64) {
 		return // Never: such a cost is rejected without I/O anyway
 	}
 	l.blocked, l.blockFor = now+retryAfter, cost
+}
+
+// settled tells Sweep that a store call on l has landed or a prefetch was
+// called off: a lease it kept for the call (or for a longer block) may now
+// be forgotten sooner. The caller holds l.mu.
+func (m *LeaseManager) settled(l *lease) {
+	m.scheduleBy(l, max(l.expires+m.cfg.TTL, l.blocked))
 }
 
 func (m *LeaseManager) storeNow(now int64) int64 {

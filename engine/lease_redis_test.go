@@ -77,7 +77,9 @@ func TestLeaseConcurrentRedis(t *testing.T) {
 	if got := admitted.Load(); got > 1000+1 {
 		t.Errorf("admitted %d, bucket holds 1000", got)
 	}
-	if admitted.Load() < 900 {
+	// Denials come while the other managers hold leased tokens: at most
+	// N × MaxLease of them, which is how far below 1000 admissions can fall.
+	if admitted.Load() < 1000-4*40 {
 		t.Errorf("admitted %d of 3200 requests on a bucket of 1000", admitted.Load())
 	}
 	r, err := store.Take(ctx, TakeRequest{Key: key, Limits: limits, Want: 2000, Min: 1})

@@ -11,13 +11,20 @@ import (
 // Sweep gives back to the store the balance of every lease whose TTL has
 // passed at the Clock's now, and forgets keys idle for a further TTL. The
 // enforcer calls it every second or so, a simulator at virtual instants.
-// Returns run synchronously under ctx; Sweep reports their errors joined.
+// It visits only the leases that are due (a heap holds, per lease, a time
+// no later than the first at which Sweep could act on it), so its cost
+// follows the leases that expire, not all the leases. Returns run synchronously under
+// ctx; Sweep reports their errors joined.
 func (m *LeaseManager) Sweep(ctx context.Context) error {
-	now := m.cfg.Clock.Now()
+	now := m.now()
 	var errs []error
-	m.leases.Range(func(k, v any) bool {
-		l := v.(*lease)
-		l.mu.Lock()
+	var again []*lease // drained now; Sweep may forget them at its next run
+	for {
+		l := m.popDue(now)
+		if l == nil {
+			break
+		}
+		m.lock(l)
 		var n int64
 		var req ReturnRequest
 		switch {
@@ -27,9 +34,27 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 			req = ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now)}
 		case now >= l.expires+m.cfg.TTL && now >= l.blocked && l.pending == 0 && !l.inflight.Load() && l.balance.Load() == 0:
 			l.dead = true
-			m.leases.Delete(k)
+			if m.single {
+				delete(m.local, l.key)
+			} else {
+				m.leases.Delete(l.key)
+			}
 		}
-		l.mu.Unlock()
+		if !l.dead {
+			switch idle := max(l.expires+m.cfg.TTL, l.blocked); {
+			case now < l.expires:
+				m.scheduleBy(l, l.expires)
+			case idle > now:
+				m.scheduleBy(l, idle)
+			case n > 0:
+				again = append(again, l)
+			default:
+				// Kept by a store call in flight: settled reschedules
+				// the lease when it lands.
+				m.scheduleBy(l, now+m.cfg.TTL)
+			}
+		}
+		m.unlock(l)
 		if n > 0 {
 			m.returned.Add(n)
 			if err := m.cfg.Store.Return(ctx, req); err != nil {
@@ -37,8 +62,14 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
-		return true
-	})
+	}
+	for _, l := range again {
+		m.lock(l)
+		if !l.dead {
+			m.scheduleBy(l, now)
+		}
+		m.unlock(l)
+	}
 	return errors.Join(errs...)
 }
 
@@ -47,15 +78,14 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 // when they land. It reports store errors joined.
 func (m *LeaseManager) Close(ctx context.Context) error {
 	m.closed.Store(true)
-	now := m.cfg.Clock.Now()
+	now := m.now()
 	var errs []error
-	m.leases.Range(func(_, v any) bool {
-		l := v.(*lease)
-		l.mu.Lock()
+	m.each(func(l *lease) {
+		m.lock(l)
 		n := l.balance.Swap(0)
 		l.drained += n
 		req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now)}
-		l.mu.Unlock()
+		m.unlock(l)
 		if n > 0 {
 			m.returned.Add(n)
 			if err := m.cfg.Store.Return(ctx, req); err != nil {
@@ -63,7 +93,6 @@ func (m *LeaseManager) Close(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
-		return true
 	})
 	return errors.Join(errs...)
 }
@@ -72,11 +101,22 @@ func (m *LeaseManager) Close(ctx context.Context) error {
 // and not yet spent or given back.
 func (m *LeaseManager) Stranded() int64 {
 	var sum int64
+	m.each(func(l *lease) { sum += l.balance.Load() })
+	return sum
+}
+
+// each calls fn for every live lease.
+func (m *LeaseManager) each(fn func(*lease)) {
+	if m.single {
+		for _, l := range m.local {
+			fn(l)
+		}
+		return
+	}
 	m.leases.Range(func(_, v any) bool {
-		sum += v.(*lease).balance.Load()
+		fn(v.(*lease))
 		return true
 	})
-	return sum
 }
 
 // Stats returns the manager's counters so far.

@@ -219,20 +219,25 @@ func TestLeaseSizeAdapts(t *testing.T) {
 // and across idle/burst cycles that gain accumulates, by at most N × MaxLease
 // per interval.)
 func TestLeaseProperties(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 5, 8, 16, 32, 64} {
-		for seed := range uint64(4) {
-			t.Run(fmt.Sprintf("N=%d/seed=%d", n, seed), func(t *testing.T) { leaseProperty(t, n, seed) })
+	for _, single := range []bool{false, true} {
+		for _, n := range []int{1, 2, 3, 5, 8, 16, 32, 64} {
+			for seed := range uint64(4) {
+				t.Run(fmt.Sprintf("single=%v/N=%d/seed=%d", single, n, seed), func(t *testing.T) { leaseProperty(t, n, seed, single) })
+			}
 		}
 	}
 }
 
-func leaseProperty(t *testing.T, n int, seed uint64) {
+func leaseProperty(t *testing.T, n int, seed uint64, single bool) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, uint64(n)))
 	lim := Limit{Requests: 50 + rng.Int64N(2000), Window: second, Burst: 1 + rng.Int64N(500)}
 	limits := []Limit{lim}
 	v := &virtual{now: 1_000_000, latency: rng.Int64N(6)}
 	store, ideal := NewMemory(nil), NewMemory(nil)
+	if single {
+		store, ideal = NewSingleGoroutineMemory(nil), NewSingleGoroutineMemory(nil)
+	}
 	maxLease := 1 + rng.Int64N(100)
 	drift := int64(n) * maxLease
 	idealLimits := []Limit{{Requests: lim.Requests, Window: lim.Window, Burst: lim.Capacity() + drift}}
@@ -241,6 +246,7 @@ func leaseProperty(t *testing.T, n int, seed uint64) {
 		ms[i] = newTestManager(t, store, v, LeaseConfig{
 			MinLease: 1 + rng.Int64N(maxLease), MaxLease: maxLease,
 			Lookahead: 1 + rng.Int64N(500), TTL: 1 + rng.Int64N(3000),
+			SingleGoroutine: single,
 		})
 	}
 	start := v.now
@@ -256,7 +262,7 @@ func leaseProperty(t *testing.T, n int, seed uint64) {
 		v.advance(v.now + gap)
 		if rng.IntN(50) == 0 {
 			for _, m := range ms {
-				_ = m.Sweep(ctx)
+				checkedSweep(t, m)
 			}
 		}
 		cost := 1 + rng.Int64N(3)

@@ -88,35 +88,44 @@ var ErrInexact = errors.New("limit outside the exact integer range")
 //
 // Timestamps must lie in [0, MaxExact] milliseconds (until the year 287396).
 func (l Limit) Validate() error {
+	_, err := l.validExact()
+	return err
+}
+
+// validExact validates l and returns its exact scheme, working it out once.
+func (l Limit) validExact() (exact, error) {
 	if l.Requests < 1 {
-		return fmt.Errorf("limit: requests %d: must be at least 1", l.Requests)
+		return exact{}, fmt.Errorf("limit: requests %d: must be at least 1", l.Requests)
 	}
 	if l.Window < 1 {
-		return fmt.Errorf("limit: window %dms: must be at least 1ms", l.Window)
+		return exact{}, fmt.Errorf("limit: window %dms: must be at least 1ms", l.Window)
 	}
 	if l.Burst < 0 {
-		return fmt.Errorf("limit: burst %d: must not be negative", l.Burst)
+		return exact{}, fmt.Errorf("limit: burst %d: must not be negative", l.Burst)
 	}
-	if !l.ExactRangeOK() {
-		return fmt.Errorf("limit: %d per %dms burst %d %s: %w", l.Requests, l.Window, l.Burst, l.Algorithm, ErrInexact)
+	x := l.exact()
+	if !x.inRange() {
+		return exact{}, fmt.Errorf("limit: %d per %dms burst %d %s: %w", l.Requests, l.Window, l.Burst, l.Algorithm, ErrInexact)
 	}
-	return nil
+	return x, nil
 }
 
 // ExactRangeOK reports whether l's arithmetic stays within MaxExact (see
 // Validate). It assumes Requests, Window ≥ 1 and Burst ≥ 0.
 func (l Limit) ExactRangeOK() bool {
-	switch l.Algorithm {
+	x := l.exact()
+	return x.inRange()
+}
+
+func (x *exact) inRange() bool {
+	switch x.Algorithm {
 	case TokenBucket:
-		tu, rate := l.units()
-		capacity := l.Capacity()
-		if capacity > MaxExact/tu {
+		if x.capacity > MaxExact/x.tu {
 			return false
 		}
-		capU := capacity * tu
-		return capU <= (MaxExact-rate)/2
+		return x.capacity*x.tu <= (MaxExact-x.rate)/2
 	case SlidingWindow, FixedWindow:
-		return l.Requests <= MaxExact/l.Window-1
+		return x.Requests <= MaxExact/x.Window-1
 	default:
 		return false
 	}
@@ -134,11 +143,15 @@ func (l Limit) Capacity() int64 {
 // RefillMs is the time in milliseconds for the limit to return from empty to
 // full: the token bucket's time to fill, or one window.
 func (l Limit) RefillMs() int64 {
-	if l.Algorithm != TokenBucket {
-		return l.Window
+	x := l.exact()
+	return x.refillMs()
+}
+
+func (x *exact) refillMs() int64 {
+	if x.Algorithm != TokenBucket {
+		return x.Window
 	}
-	tu, rate := l.units()
-	return ceilDiv(l.Capacity()*tu, rate)
+	return ceilDiv(x.capacity*x.tu, x.rate)
 }
 
 // MinTTL is the shortest time a store keeps a key's state after its last use.
@@ -152,9 +165,16 @@ const MinTTL int64 = 60_000
 func TTL(limits []Limit) int64 {
 	ttl := MinTTL
 	for _, l := range limits {
-		if t := 2 * l.RefillMs(); t > ttl {
-			ttl = t
-		}
+		ttl = max(ttl, 2*l.RefillMs())
+	}
+	return ttl
+}
+
+// ttl is TTL for limits whose exact schemes are worked out.
+func ttl(limits []exact) int64 {
+	ttl := MinTTL
+	for i := range limits {
+		ttl = max(ttl, 2*limits[i].refillMs())
 	}
 	return ttl
 }

@@ -3,50 +3,87 @@ package engine
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"strconv"
+	"strings"
 	"sync"
+	"unsafe"
 )
 
 // Memory is the in-process Store and the reference model of the Redis
 // script: for the same requests at the same times both give the same results
 // and hold the same state. It serves single-instance deployments and the
 // simulator. Keys expire TTL(limits) after their last use, in the store's
-// time. Memory is safe for concurrent use; its zero value is not usable.
+// time. A Memory from NewMemory is safe for concurrent use; one from
+// NewSingleGoroutineMemory is not. The zero value is not usable.
 type Memory struct {
 	clock  Clock
+	single bool // one goroutine only: one map, no locks
+	seed   maphash.Seed
 	shards [memShards]memShard
 }
 
 const memShards = 32
 
 type memShard struct {
-	mu sync.Mutex
-	m  map[string]*memEntry
+	mu    sync.Mutex
+	m     map[string]*memEntry
+	exact exactCache
 }
 
 type memEntry struct {
 	slots  []slot
 	last   int64 // latest request time seen, ms
 	expire int64 // ms; the state is gone from this instant on
+	inline [2]slot
 }
 
 // ErrNoClock is returned by a store asked to use its own clock (Now ≤ 0) when
 // it has none.
 var ErrNoClock = errors.New("store has no clock and the request has no time")
 
-// NewMemory returns an empty Memory store. clock is used for requests whose
-// Now is 0 or less; it may be nil when every request carries its time.
+// NewMemory returns an empty Memory store, safe for concurrent use. clock is
+// used for requests whose Now is 0 or less; it may be nil when every request
+// carries its time.
 func NewMemory(clock Clock) *Memory {
-	m := &Memory{clock: clock}
+	m := &Memory{clock: clock, seed: maphash.MakeSeed()}
 	for i := range m.shards {
 		m.shards[i].m = make(map[string]*memEntry)
 	}
 	return m
 }
 
+// NewSingleGoroutineMemory returns an empty Memory store for a caller that
+// never calls it from two goroutines at once, such as a simulator's event
+// loop: it keeps one map and takes no locks. Its decisions and state are
+// those of NewMemory, bit for bit.
+func NewSingleGoroutineMemory(clock Clock) *Memory {
+	return &Memory{clock: clock, single: true, shards: [memShards]memShard{{m: make(map[string]*memEntry)}}}
+}
+
 // Take implements Store.
 func (m *Memory) Take(_ context.Context, r TakeRequest) (Result, error) {
-	want, need, err := r.normalize()
+	return m.take(r.Key, false, &r)
+}
+
+// TakeBytes is Take for a key held in a reused buffer (built with
+// AppendKey, say) instead of r.Key, which it ignores: it copies the key only
+// the first time it sees it, so a take on a known key does not allocate.
+// key may be reused once TakeBytes returns.
+func (m *Memory) TakeBytes(_ context.Context, key []byte, r TakeRequest) (Result, error) {
+	// The unsafe view is only looked up, never stored: entry clones it.
+	r.Key = unsafe.String(unsafe.SliceData(key), len(key))
+	return m.take(r.Key, true, &r)
+}
+
+func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
+	sh := m.lock(key)
+	defer m.unlock(sh)
+	limits, err := sh.exact.of(key, r.Limits)
+	if err != nil {
+		return Result{}, err
+	}
+	want, need, err := r.amounts()
 	if err != nil {
 		return Result{}, err
 	}
@@ -54,18 +91,21 @@ func (m *Memory) Take(_ context.Context, r TakeRequest) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	sh := m.shard(r.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.entry(r.Key, len(r.Limits), now)
-	res := take(r.Limits, e.slots, now, want, need)
-	e.touch(now, r.Limits)
+	e := sh.entry(key, clone, len(limits), now)
+	res := take(limits, e.slots, now, want, need)
+	e.touch(now, limits)
 	return res, nil
 }
 
 // Return implements Store.
 func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
-	n, err := r.normalize()
+	sh := m.lock(r.Key)
+	defer m.unlock(sh)
+	limits, err := sh.exact.of(r.Key, r.Limits)
+	if err != nil {
+		return err
+	}
+	n, err := r.amount()
 	if err != nil {
 		return err
 	}
@@ -73,12 +113,9 @@ func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
 	if err != nil {
 		return err
 	}
-	sh := m.shard(r.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.entry(r.Key, len(r.Limits), now)
-	giveBack(r.Limits, e.slots, now, n, r.TakenAt)
-	e.touch(now, r.Limits)
+	e := sh.entry(r.Key, false, len(limits), now)
+	giveBack(limits, e.slots, now, n, r.TakenAt)
+	e.touch(now, limits)
 	return nil
 }
 
@@ -89,14 +126,17 @@ func (m *Memory) Expire(now int64) int {
 	dropped := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
-		sh.mu.Lock()
+		if sh.m == nil {
+			continue // a single-goroutine Memory uses the first shard only
+		}
+		m.lockShard(sh)
 		for k, e := range sh.m {
 			if now >= e.expire {
 				delete(sh.m, k)
 				dropped++
 			}
 		}
-		sh.mu.Unlock()
+		m.unlock(sh)
 	}
 	return dropped
 }
@@ -105,9 +145,8 @@ func (m *Memory) Expire(now int64) int {
 // example "tok0", "ts0", "win1", "cur1"), or nil when the key has none. Tests
 // compare it with HGETALL; the simulator may report it.
 func (m *Memory) Fields(key string) map[string]int64 {
-	sh := m.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh := m.lock(key)
+	defer m.unlock(sh)
 	e := sh.m[key]
 	if e == nil {
 		return nil
@@ -138,19 +177,44 @@ func (m *Memory) now(now int64) (int64, error) {
 	return m.clock.Now(), nil
 }
 
-func (m *Memory) shard(key string) *memShard {
-	return &m.shards[fnv32(key)%memShards]
+// lock returns key's shard, locked unless m is single-goroutine. Sharding
+// uses the runtime's AES hash, which is many times faster than FNV on long
+// keys; which shard a key lands in is never observable.
+func (m *Memory) lock(key string) *memShard {
+	if m.single {
+		return &m.shards[0]
+	}
+	sh := &m.shards[maphash.String(m.seed, key)%memShards]
+	sh.mu.Lock()
+	return sh
+}
+
+func (m *Memory) lockShard(sh *memShard) {
+	if !m.single {
+		sh.mu.Lock()
+	}
+}
+
+func (m *Memory) unlock(sh *memShard) {
+	if !m.single {
+		sh.mu.Unlock()
+	}
 }
 
 // entry returns key's state with room for n limits, fresh when it has expired.
-// The caller holds sh.mu.
-func (sh *memShard) entry(key string, n int, now int64) *memEntry {
+// clone says key is a borrowed view to copy before it is stored. The caller
+// holds sh's lock.
+func (sh *memShard) entry(key string, clone bool, n int, now int64) *memEntry {
 	e := sh.m[key]
 	if e == nil {
 		e = &memEntry{}
+		e.slots = e.inline[:0]
+		if clone {
+			key = strings.Clone(key)
+		}
 		sh.m[key] = e
 	} else if now >= e.expire {
-		*e = memEntry{slots: e.slots[:0]}
+		e.slots, e.last, e.expire = e.slots[:0], 0, 0
 	}
 	for len(e.slots) < n {
 		e.slots = append(e.slots, slot{})
@@ -161,7 +225,7 @@ func (sh *memShard) entry(key string, n int, now int64) *memEntry {
 // touch renews the TTL from the latest time the key has seen: a clock that
 // steps back must not shorten it, or the state could vanish while the
 // stored state would still decide differently from fresh state.
-func (e *memEntry) touch(now int64, limits []Limit) {
+func (e *memEntry) touch(now int64, limits []exact) {
 	e.last = max(e.last, now)
-	e.expire = e.last + TTL(limits)
+	e.expire = e.last + ttl(limits)
 }

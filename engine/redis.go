@@ -82,28 +82,28 @@ func (r *Redis) Preload(ctx context.Context) error {
 
 // takeArgs validates req and builds the take script's ARGV.
 func takeArgs(req TakeRequest) ([]any, error) {
-	want, need, err := req.normalize()
+	limits, want, need, err := req.normalize()
 	if err != nil {
 		return nil, err
 	}
-	return appendLimits([]any{max(req.Now, 0), want, need, TTL(req.Limits), len(req.Limits)}, req.Limits), nil
+	return appendLimits([]any{max(req.Now, 0), want, need, ttl(limits), len(limits)}, limits), nil
 }
 
 // returnArgs validates req and builds the return script's ARGV.
 func returnArgs(req ReturnRequest) ([]any, error) {
-	n, err := req.normalize()
+	limits, n, err := req.normalize()
 	if err != nil {
 		return nil, err
 	}
-	return appendLimits([]any{max(req.Now, 0), n, max(req.TakenAt, 0), TTL(req.Limits), len(req.Limits)}, req.Limits), nil
+	return appendLimits([]any{max(req.Now, 0), n, max(req.TakenAt, 0), ttl(limits), len(limits)}, limits), nil
 }
 
 // appendLimits appends six numbers per limit: algorithm, requests, window,
 // capacity, token units and rate.
-func appendLimits(args []any, limits []Limit) []any {
+func appendLimits(args []any, limits []exact) []any {
 	for _, l := range limits {
-		tu, rate := l.units()
-		args = append(args, int(l.Algorithm), l.Requests, l.Window, l.Capacity(), tu, rate)
+		tu, rate := l.units() // windows ignore them, but the script reads six numbers
+		args = append(args, int(l.Algorithm), l.Requests, l.Window, l.capacity, tu, rate)
 	}
 	return args
 }

@@ -76,25 +76,21 @@ type Result struct {
 // ReturnRequest.
 var ErrBadRequest = errors.New("bad store request")
 
-// checkLimits validates a key's limits.
-func checkLimits(key string, limits []Limit) error {
-	if len(limits) == 0 {
-		return fmt.Errorf("%w: key %q: no limits", ErrBadRequest, key)
+// normalize validates r and returns the exact schemes of its limits, and want
+// and min clamped into the exact range.
+func (r *TakeRequest) normalize() ([]exact, int64, int64, error) {
+	limits, err := exactLimits(nil, r.Key, r.Limits)
+	if err != nil {
+		return nil, 0, 0, err
 	}
-	for i, l := range limits {
-		if err := l.Validate(); err != nil {
-			return fmt.Errorf("%w: key %q: limit %d: %w", ErrBadRequest, key, i, err)
-		}
-	}
-	return nil
+	want, need, err := r.amounts()
+	return limits, want, need, err
 }
 
-// normalize validates r and returns want and min clamped into the exact
-// range. Clamping never changes a decision: no limit holds MaxExact tokens.
-func (r TakeRequest) normalize() (want, need int64, err error) {
-	if err := checkLimits(r.Key, r.Limits); err != nil {
-		return 0, 0, err
-	}
+// amounts validates r's amounts and time, and returns want and min clamped
+// into the exact range. Clamping never changes a decision: no limit holds
+// MaxExact tokens.
+func (r *TakeRequest) amounts() (want, need int64, err error) {
 	want, need = r.Want, r.Min
 	if need == 0 {
 		need = want
@@ -110,11 +106,20 @@ func (r TakeRequest) normalize() (want, need int64, err error) {
 	return min(want, MaxExact), min(need, MaxExact), nil
 }
 
-// normalize validates r and returns n clamped into the exact range.
-func (r ReturnRequest) normalize() (int64, error) {
-	if err := checkLimits(r.Key, r.Limits); err != nil {
-		return 0, err
+// normalize validates r and returns the exact schemes of its limits and n
+// clamped into the exact range.
+func (r *ReturnRequest) normalize() ([]exact, int64, error) {
+	limits, err := exactLimits(nil, r.Key, r.Limits)
+	if err != nil {
+		return nil, 0, err
 	}
+	n, err := r.amount()
+	return limits, n, err
+}
+
+// amount validates r's amount and times, and returns n clamped into the
+// exact range.
+func (r *ReturnRequest) amount() (int64, error) {
 	switch {
 	case r.N < 0:
 		return 0, fmt.Errorf("%w: key %q: returning %d tokens", ErrBadRequest, r.Key, r.N)

@@ -3,9 +3,9 @@ package finding
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/rlctl/rlctl/internal/atomicfile"
 )
 
 // Format writes a report in one output format. Formats write the findings in the order they are
@@ -33,27 +33,9 @@ func ParseFormat(name string) (Format, error) {
 	return nil, fmt.Errorf("unknown output format %q (want %s)", name, strings.Join(FormatNames, ", "))
 }
 
-// WriteFile writes r in format f to the file at path atomically: readers see the old file or the
-// whole new one, never a part.
-func WriteFile(path string, f Format, r *Report) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := f.Write(tmp, r); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+// WriteFile writes r in format f to the file at path atomically (see atomicfile.Write): readers
+// see the old file or the whole new one, never a part. Errors are *atomicfile.Error, which name
+// path.
+func WriteFile(path string, f Format, r *Report) error {
+	return atomicfile.Write(path, func(w io.Writer) error { return f.Write(w, r) })
 }

@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,19 +16,13 @@ func TestRoundTrip(t *testing.T) {
 		{Kind: KindDecision, TimeMs: 1002, Seq: 1, Domain: "edge", Rule: "bigcorp", Key: "edge|tenant=bigcorp", Cost: 1, Engine: CodeOK, Code: CodeOK, Via: ViaLease, Remaining: 499, ResetMs: 2},
 		{Kind: KindDecision, TimeMs: 1003, Seq: 2, Index: 1, Domain: "edge", Rule: "r", Stage: "shadow", Key: "k\"\\\n\xff é", Cost: 3, Engine: CodeOver, Code: CodeOK, Via: ViaShortCircuit, ResetMs: 900},
 		{Kind: KindStore, TimeMs: 1004, Op: OpTake, Key: "k", Want: 5, Min: 1, Err: "store: timeout"},
+		{Kind: KindStore, TimeMs: 1005, LocalMs: 1004, Async: true, Op: OpTake, Key: "k", Want: 5, Min: 1, Got: 5, ResetMs: 9},
+		{Kind: KindDecision, TimeMs: 1006, Seq: 3, Gen: 2, Domain: "edge", Rule: "r", Key: "k", Cost: 1, Engine: CodeOK, Code: CodeOK,
+			Via: ViaStore, OverrideRequests: 50, OverrideMs: 1000},
+		{Kind: KindSweep, TimeMs: 2000, Stripe: 17},
+		{Kind: KindEnd, TimeMs: 3000, Dropped: 4},
 	}
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf, Header{Instance: "pod-a", StartMs: 999}, Options{Policy: Block})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		w.Write(r)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewReader(&buf)
+	r, err := NewReader(journalOf(t, Header{Instance: "pod-a", StartMs: 999}, recs))
 	if err != nil {
 		t.Fatal(err)
 	}

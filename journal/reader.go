@@ -32,8 +32,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if jr.header.Journal != "rlctl" {
 		return nil, fmt.Errorf("journal: line 1: not an rlctl journal")
 	}
-	if jr.header.Version != Version {
-		return nil, fmt.Errorf("journal: line 1: version %d, this reader reads version %d", jr.header.Version, Version)
+	if jr.header.Version < 1 || jr.header.Version > Version {
+		return nil, fmt.Errorf("journal: line 1: version %d, this reader reads versions 1 to %d", jr.header.Version, Version)
 	}
 	return jr, nil
 }
@@ -67,7 +67,7 @@ func (r *Reader) Next() (Record, error) {
 			return Record{}, fmt.Errorf("journal: line %d: kind %q: %w", r.line, w.K, ErrKind)
 		}
 		switch k := Kind(w.K[0]); k {
-		case KindDecision, KindStore, KindConfig:
+		case KindDecision, KindStore, KindConfig, KindSweep, KindEnd:
 			w.Record.Kind = k
 		default:
 			return Record{}, fmt.Errorf("journal: line %d: kind %q: %w", r.line, w.K, ErrKind)

@@ -145,6 +145,7 @@ func AppendRecord(dst []byte, r *Record) []byte {
 		dst = strconv.AppendUint(dst, r.Seq, 10)
 	}
 	dst = appendInt(dst, "i", int64(r.Index))
+	dst = appendInt(dst, "gen", int64(r.Gen))
 	dst = appendStr(dst, "dom", r.Domain)
 	dst = appendStr(dst, "rule", r.Rule)
 	dst = appendStr(dst, "stage", r.Stage)
@@ -154,7 +155,13 @@ func AppendRecord(dst []byte, r *Record) []byte {
 	dst = appendStr(dst, "via", r.Via)
 	dst = appendInt(dst, "reset", r.ResetMs)
 	dst = appendInt(dst, "rem", r.Remaining)
+	dst = appendInt(dst, "ovr_req", r.OverrideRequests)
+	dst = appendInt(dst, "ovr_ms", r.OverrideMs)
 	dst = appendStr(dst, "key", r.Key)
+	dst = appendInt(dst, "lt", r.LocalMs)
+	if r.Async {
+		dst = append(dst, `,"async":true`...)
+	}
 	dst = appendStr(dst, "op", r.Op)
 	dst = appendInt(dst, "want", r.Want)
 	dst = appendInt(dst, "min", r.Min)
@@ -164,6 +171,11 @@ func AppendRecord(dst []byte, r *Record) []byte {
 	dst = appendStr(dst, "err", r.Err)
 	dst = appendStr(dst, "ver", r.ConfigVersion)
 	dst = appendInt(dst, "rules", int64(r.Rules))
+	dst = appendInt(dst, "stripe", int64(r.Stripe))
+	if r.Dropped != 0 {
+		dst = append(dst, `,"dropped":`...)
+		dst = strconv.AppendUint(dst, r.Dropped, 10)
+	}
 	return append(dst, '}')
 }
 

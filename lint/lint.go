@@ -3,8 +3,12 @@
 // range, leasing drift and stranding, failure modes, hot keys, rollout stages and region shares).
 // Each check has an ID (RL001, RL002, ...), a severity and an explanation; see Rules.
 //
-// Lint reads the compiled model (policy.Model) and reports findings (finding.Finding). Run loads a
-// policy repository first and reports what stops it loading as findings too, under the ID RL000.
+// Lint reads the compiled model (policy.Model) and reports findings (finding.Finding). A few checks
+// are the model's own (policy.Model.Validate: duplicate matches RL001, unknown descriptor keys
+// RL003, lease bounds RL005, canary percent RL013), since no consumer could use a model that fails
+// them; schema.Load refuses such a policy and lint reports the loader's problem under the check's
+// ID. Run loads a policy repository first and reports every other problem that stops it loading
+// (CUE syntax, schema, conflicts, values out of range) under the ID RL000.
 package lint
 
 import (
@@ -14,7 +18,8 @@ import (
 	"github.com/rlctl/rlctl/policy"
 )
 
-// check is one lint rule: its description, and the function that inspects one domain.
+// check is one lint rule: its description, and the function that inspects one domain. run is nil
+// for the model's own checks, which policy.Model.Validate makes.
 type check struct {
 	finding.Rule
 	run func(d *policy.Domain, e *emitter)
@@ -61,16 +66,19 @@ func perRule(fn func(d *policy.Domain, r *policy.Rule, e *emitter)) func(*policy
 	}
 }
 
-// Lint runs every check on m and returns the findings sorted by file, line and column. A nil
-// model has no findings.
+// Lint runs every check on m, the model's own (policy.Model.Validate) included, and returns the
+// findings sorted by file, line and column. A nil model has no findings.
 func Lint(m *policy.Model) []finding.Finding {
 	if m == nil {
 		return nil
 	}
-	var out []finding.Finding
+	out := ProblemFindings(m.Validate())
 	for _, d := range m.Domains {
 		for i := range checks {
 			c := &checks[i]
+			if c.run == nil {
+				continue
+			}
 			e := emitter{rule: &c.Rule, domain: d}
 			c.run(d, &e)
 			out = append(out, e.out...)

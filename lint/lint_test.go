@@ -116,7 +116,7 @@ func TestRules(t *testing.T) {
 	}{
 		{"RL001", "distinct matches", func(m *policy.Model) { addRule(m, "beta", match("tenant", "beta")) }, ""},
 		{"RL001", "same match", func(m *policy.Model) { addRule(m, "acme2", match("tenant", "acme")) },
-			`duplicate match tenant="acme": rule "acme" at p.cue:10:3`},
+			`domains.edge.rules.acme2: rule acme2 has the same match as rule acme (tenant="acme"): only one of their limits can apply (see p.cue:10:3)`},
 
 		{"RL002", "narrower wildcard first", func(m *policy.Model) {}, ""},
 		{"RL002", "narrower wildcard after broader", func(m *policy.Model) { addRule(m, "entx", match("tenant", "ent-x*")) },
@@ -150,10 +150,11 @@ func TestRules(t *testing.T) {
 		{"RL004", "fixed window past 2^53", func(m *policy.Model) {
 			rule(m, "acme").Limits[0] = policy.Limit{Requests: 1 << 30, WindowMs: 1 << 24, Algorithm: policy.FixedWindow, Pos: at(11)}
 		}, "(requests 1073741824 + 1) × window_ms 16777216 = 18014398526259200 exceeds 2^53−1"},
-		{"RL004", "zero requests", func(m *policy.Model) { rule(m, "acme").Limits[0].Requests = 0 }, "requests 0: must be at least 1"},
+		// The limit is named once ("limit: limit: ..." was a bug).
+		{"RL004", "zero requests", func(m *policy.Model) { rule(m, "acme").Limits[0].Requests = 0 }, `rule "acme": limit: requests 0: must be at least 1`},
 
 		{"RL005", "min equals max", func(m *policy.Model) { rule(m, "acme").Lease.Min = 20 }, ""},
-		{"RL005", "min above max", func(m *policy.Model) { rule(m, "acme").Lease.Min = 50 }, "lease min 50 is above lease max 20"},
+		{"RL005", "min above max", func(m *policy.Model) { rule(m, "acme").Lease.Min = 50 }, "domains.edge.rules.acme.lease: lease min 50 is above lease max 20"},
 
 		{"RL006", "leases fit the capacity", func(m *policy.Model) { rule(m, "acme").Gateways = 2500 }, ""},
 		{"RL006", "leases exceed the capacity", func(m *policy.Model) {
@@ -231,6 +232,41 @@ func TestRules(t *testing.T) {
 		{"RL015", "regions sum to 90", func(m *policy.Model) {
 			rule(m, "acme").Regions = []policy.RegionShare{{Region: "us-east", Percent: 60}, {Region: "eu-central", Percent: 30}}
 		}, "region shares sum to 90%, want 100%: us-east 60% + eu-central 30%"},
+
+		{"RL016", "cost equal to the burst", func(m *policy.Model) {
+			l := &rule(m, "acme").Limits[0]
+			l.Burst, l.Cost = 10, 10
+		}, ""},
+		{"RL016", "cost above the burst", func(m *policy.Model) {
+			l := &rule(m, "acme").Limits[0]
+			l.Burst, l.Cost = 10, 100
+		}, "limit: cost 100 is above the capacity 10 (burst), so every request is rejected"},
+		{"RL016", "cost above a window's requests", func(m *policy.Model) {
+			l := &rule(m, "acme").Limits[0]
+			l.Algorithm, l.Requests, l.Burst, l.Cost = policy.SlidingWindow, 5, 5, 6
+		}, "cost 6 is above the capacity 5 (requests per window)"},
+		{"RL016", "cost above one sub-shard's share", func(m *policy.Model) {
+			r := rule(m, "acme")
+			r.SubShards = &policy.SubShards{Count: 1000, Attribute: "ip"}
+			r.Limits[0].Cost = 51 // 50000 / 1000 = 50 per shard
+		}, "cost 51 is above the capacity 50 (burst / 1000 sub_shards)"},
+
+		{"RL017", "low watermark at the max lease", func(m *policy.Model) { rule(m, "acme").Lease.LowWatermark = 20 }, ""},
+		{"RL017", "low watermark above the max lease", func(m *policy.Model) { rule(m, "acme").Lease.LowWatermark = 21 },
+			"lease low_watermark 21 tokens is above lease max 20"},
+
+		{"RL018", "keys that share a prefix without '_'", func(m *policy.Model) {
+			m.Domains[0].Sources = append(m.Domains[0].Sources, &policy.Source{Key: "tenants", Kind: policy.SourceHeader, Header: "x-t"})
+			addRule(m, "ts", match("tenants", ""))
+		}, ""},
+		{"RL018", "key plus '_' at the same level", func(m *policy.Model) {
+			m.Domains[0].Sources = append(m.Domains[0].Sources, &policy.Source{Key: "tenant_id", Kind: policy.SourceHeader, Header: "x-t"})
+			addRule(m, "tid", match("tenant_id", ""))
+		}, `match key "tenant_id" at level 1 and key "tenant" of rule "acme" at p.cue:10:3 collide on envoyproxy/ratelimit`},
+		{"RL018", "the same keys below different parents", func(m *policy.Model) {
+			m.Domains[0].Sources = append(m.Domains[0].Sources, &policy.Source{Key: "ip_v6", Kind: policy.SourceHeader, Header: "x-t"})
+			addRule(m, "pay6", match("payments", ""), match("ip_v6", ""))
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id+"/"+tt.name, func(t *testing.T) {
@@ -288,7 +324,7 @@ func TestRulesAreDescribed(t *testing.T) {
 
 func TestPathNames(t *testing.T) {
 	tests := []struct{ path, domain, rule string }{
-		{"domains.edge.rules.tenant.limits[0].window", "edge", "tenant"},
+		{"domains.edge.rules.tenant.limits.0.window", "edge", "tenant"},
 		{`domains."a.b".rules."r.1"`, "a.b", "r.1"},
 		{"domains.edge.sources.ip", "edge", ""},
 		{"", "", ""},

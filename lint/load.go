@@ -10,9 +10,9 @@ import (
 )
 
 // Run loads the policy repository made of paths (see schema.Load) and lints it. A policy that
-// does not load gives its problems as RL000 findings and no model findings. The error is a tool
-// error only, such as a path that does not exist (wrapping fs.ErrNotExist) or a directory without
-// policy files (wrapping schema.ErrNoPolicies).
+// does not load gives its problems as findings (see ProblemFindings) and no model findings. The
+// error is a tool error only, such as a path that does not exist (wrapping fs.ErrNotExist) or a
+// directory without policy files (wrapping schema.ErrNoPolicies).
 func Run(paths ...string) ([]finding.Finding, error) {
 	m, err := schema.Load(paths...)
 	if err != nil {
@@ -25,9 +25,9 @@ func Run(paths ...string) ([]finding.Finding, error) {
 	return Lint(m), nil
 }
 
-// ProblemFindings turns the loader's problems into findings, sorted by position. A problem that
-// is one of lint's checks (the loader refuses a few, such as duplicate matches) keeps that
-// check's ID; the rest are RL000. The message keeps the CUE path and names the problem's related
+// ProblemFindings turns the loader's or the model's problems into findings, sorted by position. A
+// problem that is one of lint's checks (Problem.Check, such as "duplicate-match") takes that
+// check's ID and severity; the rest are RL000. The message keeps the CUE path and names the problem's related
 // positions.
 func ProblemFindings(probs schema.Problems) []finding.Finding {
 	out := make([]finding.Finding, 0, len(probs))
@@ -56,7 +56,7 @@ func ProblemFindings(probs schema.Problems) []finding.Finding {
 }
 
 // pathNames extracts the domain and rule names from a CUE path such as
-// domains.edge.rules.tenant.limits[0].
+// domains.edge.rules.tenant.limits.0.window.
 func pathNames(path string) (domain, rule string) {
 	parts := splitPath(path)
 	if len(parts) >= 2 && parts[0] == "domains" {
@@ -68,8 +68,8 @@ func pathNames(path string) (domain, rule string) {
 	return domain, rule
 }
 
-// splitPath splits a CUE path into its labels, unquoting quoted ones ("a.b") and dropping list
-// indexes.
+// splitPath splits a CUE path into its labels, unquoting quoted ones ("a.b"). List indexes are
+// labels too (limits.0).
 func splitPath(path string) []string {
 	var parts []string
 	var cur strings.Builder
@@ -82,15 +82,10 @@ func splitPath(path string) []string {
 		case c == '\\' && quoted && i+1 < len(path):
 			i++
 			cur.WriteByte(path[i])
-		case (c == '.' || c == '[') && !quoted:
+		case c == '.' && !quoted:
 			if cur.Len() > 0 {
 				parts = append(parts, cur.String())
 				cur.Reset()
-			}
-			if c == '[' {
-				for i < len(path) && path[i] != ']' {
-					i++
-				}
 			}
 		default:
 			cur.WriteByte(c)

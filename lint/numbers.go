@@ -9,24 +9,9 @@ import (
 )
 
 // This file holds the checks of a rule's figures: the engine's exact integer range (RL004),
-// lease bounds (RL005), stranding (RL006), drift (RL007) and hot keys (RL011). Products are
+// stranding (RL006), drift (RL007) and hot keys (RL011). Lease bounds (RL005) are the model's own
+// check (policy.Model.Validate). Products are
 // computed with math/big, so absurd figures are reported rather than overflowing.
-
-// engineLimit converts a policy limit into the engine's; ok is false for an unknown algorithm.
-func engineLimit(l policy.Limit) (_ engine.Limit, ok bool) {
-	var alg engine.Algorithm
-	switch l.Algorithm {
-	case policy.TokenBucket, "":
-		alg = engine.TokenBucket
-	case policy.SlidingWindow:
-		alg = engine.SlidingWindow
-	case policy.FixedWindow:
-		alg = engine.FixedWindow
-	default:
-		return engine.Limit{}, false
-	}
-	return engine.Limit{Algorithm: alg, Requests: l.Requests, Window: l.WindowMs, Burst: l.Burst}, true
-}
 
 // limitName names limit i of r in messages: "limit 2" when r has several, else "limit".
 func limitName(r *policy.Rule, i int) string {
@@ -41,27 +26,28 @@ func limitName(r *policy.Rule, i int) string {
 // check only explains them with the rule's figures.
 func checkExactRange(_ *policy.Domain, r *policy.Rule, e *emitter) {
 	for i, l := range r.Limits {
-		el, ok := engineLimit(l)
-		if !ok {
-			e.at(l.Pos, r, "%s: unknown algorithm %q", limitName(r, i), l.Algorithm)
-			continue
+		if _, err := engine.ParseAlgorithm(string(l.Algorithm)); err != nil {
+			continue // the model's own validation reports it (RL000)
 		}
-		if err := el.Validate(); err != nil {
-			e.at(l.Pos, r, "%s: %s", limitName(r, i), inexactReason(el, err))
+		if el, err := engine.LimitOf(l); err != nil {
+			e.at(l.Pos, r, "%s: %s", limitName(r, i), inexactReason(el))
 		}
 	}
-	if fb := r.Fallback; fb != nil {
-		el := engine.Limit{Algorithm: engine.TokenBucket, Requests: fb.Requests, Window: fb.WindowMs}
-		if err := el.Validate(); err != nil {
-			e.at(r.Pos, r, "fallback: %s", inexactReason(el, err))
-		}
+	if fb, err := engine.FallbackLimits(r); err != nil {
+		e.at(r.Pos, r, "fallback: %s", inexactReason(fb[0]))
 	}
 }
 
-// inexactReason explains why l failed validation, with the product that leaves the range.
-func inexactReason(l engine.Limit, err error) string {
-	if l.Requests < 1 || l.Window < 1 || l.Burst < 0 {
-		return err.Error()
+// inexactReason explains why l failed engine.Limit.Validate, with the product that leaves the
+// range. Callers name the limit; the engine's own error does too, so it is not repeated here.
+func inexactReason(l engine.Limit) string {
+	switch {
+	case l.Requests < 1:
+		return fmt.Sprintf("requests %d: must be at least 1", l.Requests)
+	case l.Window < 1:
+		return fmt.Sprintf("window %dms: must be at least 1ms", l.Window)
+	case l.Burst < 0:
+		return fmt.Sprintf("burst %d: must not be negative", l.Burst)
 	}
 	req, win := big.NewInt(l.Requests), big.NewInt(l.Window)
 	if l.Algorithm != engine.TokenBucket {
@@ -78,13 +64,6 @@ func inexactReason(l engine.Limit, err error) string {
 		l.Capacity(), l.Window, l.Requests, n, g, engine.MaxExact)
 }
 
-// checkLeaseBounds reports a minimum lease above the maximum (RL005).
-func checkLeaseBounds(_ *policy.Domain, r *policy.Rule, e *emitter) {
-	if r.Lease.Min > r.Lease.Max {
-		e.at(r.Pos, r, "lease min %d is above lease max %d", r.Lease.Min, r.Lease.Max)
-	}
-}
-
 // checkStranding reports leases that can strand more than a limit's capacity on idle gateways
 // (RL006): every gateway may hold up to the maximum lease unspent.
 func checkStranding(_ *policy.Domain, r *policy.Rule, e *emitter) {
@@ -93,9 +72,9 @@ func checkStranding(_ *policy.Domain, r *policy.Rule, e *emitter) {
 	}
 	held := new(big.Int).Mul(big.NewInt(r.Gateways), big.NewInt(r.Lease.Max))
 	for i, l := range r.Limits {
-		el, ok := engineLimit(l)
-		if !ok || el.Requests < 1 {
-			continue
+		el, _ := engine.LimitOf(l) // RL004 reports an invalid limit; its capacity still counts
+		if el.Requests < 1 {
+			continue // an unknown algorithm gives the zero Limit
 		}
 		capacity := el.Capacity()
 		if held.Cmp(big.NewInt(capacity)) > 0 {

@@ -8,16 +8,9 @@ import (
 	"github.com/rlctl/rlctl/policy"
 )
 
-// This file holds the checks of a rule's rollout: canary share (RL013), stage start dates (RL014)
-// and region shares (RL015).
-
-// checkCanaryPercent reports a canary stage without a share of instances to enforce on (RL013).
-func checkCanaryPercent(_ *policy.Domain, r *policy.Rule, e *emitter) {
-	st := r.Stage
-	if st.Name == policy.StageCanary && (st.CanaryPercent < 1 || st.CanaryPercent > 100) {
-		e.at(st.Pos, r, "canary stage has percent %d, want 1 to 100", st.CanaryPercent)
-	}
-}
+// This file holds the checks of a rule's rollout: stage start dates (RL014) and region shares
+// (RL015). A canary's share (RL013) is the model's own check (policy.Model.Validate), which the
+// schema makes too.
 
 // checkStageSince reports a stage that will advance (shadow, soft, canary) without a valid start
 // date (RL014). Enforce is the last stage, and the loader's default when a rule names none; its

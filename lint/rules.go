@@ -3,17 +3,21 @@ package lint
 import "github.com/rlctl/rlctl/finding"
 
 // LoadID is the ID of findings that say a policy does not load: a CUE syntax error, a schema
-// violation or a conflict.
+// violation, a conflict or a value out of range. Problems the loader refuses that are lint checks
+// (RL001, RL003, RL005, RL013) keep their own IDs.
 const LoadID = "RL000"
 
 // loadRule describes LoadID; Load produces its findings.
 var loadRule = finding.Rule{
 	ID: LoadID, Name: "cue", Severity: finding.Error,
-	Summary: "The policy does not load: a CUE syntax error, a schema violation or a conflict.",
-	Help: `rlctl loads every .cue file under the given paths, unifies them with the policy schema
-and compiles the result. Anything that stops that is reported here, at the position in your
-file: a syntax error, a field the schema does not know, a value of the wrong type or out of
-range, or two files that give one field different values.
+	Summary: "The policy does not load: a CUE syntax error, a schema violation, a conflict or a bad value.",
+	Help: `rlctl loads the .cue files of the given paths, unifies them with the policy schema and
+compiles the result. Anything that stops that is reported here, at the position in your file: a
+syntax error, a field the schema does not know, a value of the wrong type or out of range (a
+window outside 1s to 365d, a zero timeout, a date that does not exist, a bad name), two files
+that give one field different values, or a repository that declares no domain. The loader also
+refuses duplicate matches, unknown descriptor keys, a minimum lease above the maximum and a canary
+without a percentage; those keep their own IDs (RL001, RL003, RL005, RL013).
 
 Fix: correct the file at the reported position. 'cue vet' shows the same errors.
 
@@ -38,7 +42,7 @@ Example:
 
     rules: a: match: [{key: "tenant", value: "acme"}]
     rules: b: match: [{key: "tenant", value: "acme"}]   // RL001: same as rule "a"`,
-	}, checkDuplicate},
+	}, nil},
 	{finding.Rule{
 		ID: "RL002", Name: "unreachable-rule", Severity: finding.Error,
 		Summary: "A rule is never selected: an earlier wildcard (or a catch-all) at the same level takes every entry it matches.",
@@ -93,12 +97,16 @@ Example:
 		Help: `An enforcer leases B = clamp(min, observed_qps × lookahead, max) tokens at a time; with
 min above max the clamp has no valid value.
 
+The minimum may come from the domain's defaults or the built-in default (5), so a small
+lease.max on one rule is enough.
+
 Fix: make lease.min at most lease.max.
 
 Example:
 
-    lease: {min: 50, max: 20}                    // RL005`,
-	}, perRule(checkLeaseBounds)},
+    lease: {min: 50, max: 20}                    // RL005
+    lease: {max: 3}                              // RL005: the default min is 5`,
+	}, nil},
 	{finding.Rule{
 		ID: "RL006", Name: "lease-stranding", Severity: finding.Warning,
 		Summary: "gateways × max lease exceeds a limit's capacity, so idle gateways can strand the whole quota.",
@@ -219,7 +227,7 @@ Fix: set stage.percent from 1 to 100.
 Example:
 
     stage: {name: "canary", percent: 5, since: "2025-03-01"}`,
-	}, perRule(checkCanaryPercent)},
+	}, nil},
 	{finding.Rule{
 		ID: "RL014", Name: "stage-since", Severity: finding.Warning,
 		Summary: "A rule in shadow, soft or canary has no start date.",
@@ -245,4 +253,48 @@ Example:
 
     regions: {"us-east": 60, "eu-central": 30, "us-west": 10}`,
 	}, perRule(checkRegions)},
+	{finding.Rule{
+		ID: "RL016", Name: "cost-over-capacity", Severity: finding.Error,
+		Summary: "A limit's cost is above its capacity, so every request is rejected.",
+		Help: `Each request spends cost tokens (default 1). A token bucket holds at most burst tokens
+(default: requests); a sliding or fixed window admits at most requests per window. A cost above
+that can never be paid, so the rule rejects every request, forever. A sub-sharded rule gives each
+shard 1/count of the capacity, so the cost must fit one shard's share.
+
+Fix: lower the cost, or raise burst (or requests).
+
+Example:
+
+    limits: [{requests: 10, window: "1s", cost: 100}]   // RL016: capacity 10`,
+	}, perRule(checkCostCapacity)},
+	{finding.Rule{
+		ID: "RL017", Name: "low-watermark", Severity: finding.Warning,
+		Summary: "A lease's low watermark, in tokens, is above the maximum lease.",
+		Help: `An enforcer prefetches the next lease in the background when its local balance falls
+below lease.low_watermark. A lease is at most lease.max tokens, so a watermark above that is never
+reached from below: every request prefetches, and leasing saves no store calls.
+
+Fix: set low_watermark below lease.max, or as a percentage of the lease such as "20%".
+
+Example:
+
+    lease: {max: 50, low_watermark: 80}         // RL017`,
+	}, perRule(checkLowWatermark)},
+	{finding.Rule{
+		ID: "RL018", Name: "envoy-key-collision", Severity: finding.Warning,
+		Summary: "Two match keys at one level collide on envoyproxy/ratelimit: one is the other plus \"_\" and more.",
+		Help: `envoyproxy/ratelimit looks a descriptor entry up as key + "_" + value among the exact
+matches of a level, then tries every wildcard of the level as a prefix of that string, whatever
+its key. So at one level "user" with value "agent_x" and "user_agent" with value "x" are the same
+entry there, and the wildcard user="a*" also takes user_agent entries. rlctl compares keys
+exactly, so the policy behaves differently on the reference service: a migration to or from it
+would change who is limited.
+
+Fix: rename one of the keys (the source's field name) so that neither is the other plus "_".
+
+Example:
+
+    rules: u:  match: [{key: "user", value: "a*"}]
+    rules: ua: match: [{key: "user_agent"}]     // RL018: "user_agent" is "user" + "_agent"`,
+	}, checkEnvoyKeys},
 }

@@ -1,8 +1,8 @@
 package policy
 
 import (
-	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -32,6 +32,10 @@ type node struct {
 type wildcard struct {
 	key, prefix string
 	next        *node
+	// first is the first rule through this wildcard, at level level of its match; Shadowed
+	// names it.
+	first *Rule
+	level int
 }
 
 // Compile builds the descriptor tree that Lookup uses. Lookup calls it on first use; calling it
@@ -85,13 +89,13 @@ func (n *node) child(e Entry) *node {
 }
 
 // buildTree inserts rules in order; a later rule with the same match as an earlier one is
-// ignored (the loader reports it).
+// ignored (Validate reports it).
 func buildTree(rules []*Rule) *node {
 	root := &node{}
 	for _, r := range rules {
 		n := root
-		for _, m := range r.Match {
-			n = n.childFor(m)
+		for level := range r.Match {
+			n = n.childFor(r, level)
 		}
 		if n.rule == nil {
 			n.rule = r
@@ -100,8 +104,63 @@ func buildTree(rules []*Rule) *node {
 	return root
 }
 
-// childFor returns the child for m, adding it if it is new.
-func (n *node) childFor(m Match) *node {
+// A Shadow is a rule that Lookup never selects: at level Level (0-based) of its match, a wildcard
+// of the same key that Lookup tries first takes every entry its match entry would take. By is the
+// first rule through that wildcard, whose match entry at Level is the wildcard.
+type Shadow struct {
+	Rule  *Rule
+	Level int
+	By    *Rule
+}
+
+// Shadowed returns the rules of d that Lookup never selects, in the order of d.Rules. Lookup
+// tries wildcards in declared order and never backtracks, so a wildcard is shadowed by an earlier
+// wildcard of the same key at the same level whose prefix starts its own, and a key-only match by
+// a wildcard of the same key that matches every value ("*"). An exact match is never shadowed: a
+// wildcard takes single values from it, never all of them. A rule with the same match as an
+// earlier one is Validate's duplicate-match, not a shadow.
+func (d *Domain) Shadowed() []Shadow {
+	root := &node{}
+	var out []Shadow
+	for _, r := range d.Rules {
+		n := root
+		for level, m := range r.Match {
+			if w := n.shadowing(m); w != nil {
+				out = append(out, Shadow{Rule: r, Level: level, By: w.first})
+				break
+			}
+			n = n.childFor(r, level)
+		}
+	}
+	return out
+}
+
+// shadowing returns the wildcard child of n that Lookup takes instead of m for every entry m
+// matches, or nil. For a wildcard only wildcards declared before it count; for a key-only match
+// every wildcard counts, since Lookup tries them all first.
+func (n *node) shadowing(m Match) *wildcard {
+	if m.Kind == MatchExact {
+		return nil
+	}
+	p := strings.TrimSuffix(m.Value, "*")
+	for i := range n.wildcards {
+		w := &n.wildcards[i]
+		switch {
+		case w.key != m.Key:
+		case m.Kind != MatchWildcard && w.prefix == "":
+			return w
+		case m.Kind == MatchWildcard && w.prefix == p:
+			return nil // m's own child: the wildcards after it come after m too
+		case m.Kind == MatchWildcard && strings.HasPrefix(p, w.prefix):
+			return w
+		}
+	}
+	return nil
+}
+
+// childFor returns the child for r's match entry at level, adding it if it is new.
+func (n *node) childFor(r *Rule, level int) *node {
+	m := r.Match[level]
 	switch m.Kind {
 	case MatchExact:
 		e := Entry{m.Key, m.Value}
@@ -122,7 +181,7 @@ func (n *node) childFor(m Match) *node {
 			}
 		}
 		c := &node{}
-		n.wildcards = append(n.wildcards, wildcard{m.Key, prefix, c})
+		n.wildcards = append(n.wildcards, wildcard{key: m.Key, prefix: prefix, next: c, first: r, level: level})
 		return c
 	default:
 		if c := n.any[m.Key]; c != nil {
@@ -158,10 +217,10 @@ func SortRules(rules []*Rule) {
 	first := make(map[string]int)
 	for i, r := range rules {
 		g := make([]int, len(r.Match))
-		var prefix strings.Builder
+		var prefix []byte
 		for d, m := range r.Match {
-			fmt.Fprintf(&prefix, "%q=%q/%s;", m.Key, m.Value, m.Kind)
-			k := prefix.String()
+			prefix = appendMatchKey(prefix, m)
+			k := string(prefix)
 			if _, ok := first[k]; !ok {
 				first[k] = i
 			}
@@ -194,4 +253,29 @@ func sameMatch(a, b []Match) bool {
 		}
 	}
 	return true
+}
+
+// MatchKey encodes a match path as a string that is equal for two paths exactly when they match
+// the same descriptors. Every entry is self-delimiting, so MatchKey(a) starts with MatchKey(b)
+// exactly when b is a prefix of the path a. It is the one encoding of a match path: duplicate
+// detection, precedence grouping and lint all use it.
+func MatchKey(ms []Match) string {
+	var b []byte
+	for _, m := range ms {
+		b = appendMatchKey(b, m)
+	}
+	return string(b)
+}
+
+func appendMatchKey(b []byte, m Match) []byte {
+	v := m.Value
+	if m.Kind == MatchAny {
+		v = ""
+	}
+	b = strconv.AppendQuote(b, m.Key)
+	b = append(b, '=')
+	b = strconv.AppendQuote(b, v)
+	b = append(b, '/')
+	b = append(b, m.Kind...)
+	return append(b, ';')
 }

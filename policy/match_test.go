@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -124,5 +127,137 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 	hit := entries(e("tenant", "acme"), e("path", "/pay"))
 	if n := testing.AllocsPerRun(100, func() { d.Lookup(es); d.Lookup(hit) }); n != 0 {
 		t.Errorf("Lookup: got %v allocations, want 0", n)
+	}
+}
+
+// validModel returns a small model that passes Validate.
+func validModel() *Model {
+	r := rule("r", exact("k", "v"))
+	r.Limits = []Limit{{Requests: 10, WindowMs: 1000, Burst: 10, Algorithm: TokenBucket, Cost: 1}}
+	r.Stage = Stage{Name: StageEnforce}
+	r.FailureMode = FailOpen
+	r.StoreTimeoutMs = 5
+	r.Lease = Lease{Min: 1, Max: 5, LookaheadMs: 250, TTLMs: 2000}
+	return &Model{Domains: []*Domain{{
+		Name:    "d",
+		Sources: []*Source{{Key: "k", Kind: SourceHeader, Header: "x-k"}, {Key: "ip", Kind: SourceRemoteAddress}},
+		Rules:   []*Rule{r},
+	}}}
+}
+
+func TestValidate(t *testing.T) {
+	at := func(line int) Pos { return Pos{File: "p.cue", Line: line, Col: 1} }
+	tests := []struct {
+		name  string
+		edit  func(d *Domain)
+		check string // the problem's Check
+		want  string // a substring of its String(); "" for a valid model
+		pos   Pos
+	}{
+		{"valid", func(d *Domain) {}, "", "", Pos{}},
+		{"duplicate match", func(d *Domain) {
+			r := *d.Rules[0]
+			r.Name, r.Pos = "r2", at(9)
+			d.Rules = append(d.Rules, &r)
+		}, "duplicate-match", `domains.d.rules.r2: rule r2 has the same match as rule r (k="v")`, at(9)},
+		{"unknown key falls back to the rule's position", func(d *Domain) {
+			d.Rules[0].Pos = at(3)
+			d.Rules[0].Match = []Match{exact("tenant", "a")}
+		}, "unknown-descriptor", `match key "tenant" at level 1: no source produces it (sources: k, ip)`, at(3)},
+		{"unknown sub-shard attribute", func(d *Domain) {
+			d.Rules[0].SubShards = &SubShards{Count: 4, Attribute: "client"}
+		}, "unknown-descriptor", `sub_shards attribute "client": no source produces it`, Pos{}},
+		{"lease bounds at the rule, named by its path", func(d *Domain) {
+			d.Rules[0].Pos = at(4)
+			d.Rules[0].Lease.Min = 50
+		}, "lease-bounds", "domains.d.rules.r.lease: lease min 50 is above lease max 5", at(4)},
+		{"canary without percent", func(d *Domain) { d.Rules[0].Stage = Stage{Name: StageCanary, Pos: at(6)} },
+			"canary-percent", "canary stage has percent 0, want 1 to 100", at(6)},
+		{"shard entry taken by a deeper rule", func(d *Domain) {
+			d.Rules[0].SubShards = &SubShards{Count: 4, Attribute: "ip"}
+			deeper := *d.Rules[0]
+			deeper.Name, deeper.SubShards = "deeper", nil
+			deeper.Match = []Match{exact("k", "v"), {Key: "ip", Kind: MatchAny, Pos: at(7)}}
+			d.Rules = append(d.Rules, &deeper)
+		}, "", "rule deeper matches ip below rule r, which uses it to pick a sub-shard", at(7)},
+		{"zero window", func(d *Domain) { d.Rules[0].Limits[0].WindowMs = 0 }, "", "window 0ms is out of range", Pos{}},
+		{"negative store timeout", func(d *Domain) { d.Rules[0].StoreTimeoutMs = -1 }, "", "store timeout -1ms must not be negative", Pos{}},
+		{"negative lease ttl", func(d *Domain) { d.Rules[0].Lease.TTLMs = -1 }, "", "ttl -1ms must not be negative", Pos{}},
+		// Zero timings are the engine's defaults (and the enforcer's own store timeout).
+		{"zero timings", func(d *Domain) {
+			d.Rules[0].StoreTimeoutMs, d.Rules[0].Lease = 0, Lease{}
+		}, "", "", Pos{}},
+		{"wildcard kind without a star", func(d *Domain) { d.Rules[0].Match[0].Kind = MatchWildcard }, "", `kind "wildcard"`, Pos{}},
+		{"quoted labels", func(d *Domain) {
+			d.Name = "a.b"
+			d.Rules[0].Name = "tier-1"
+			d.Rules[0].FailureMode = ""
+		}, "", `domains."a.b".rules."tier-1".failure.mode: unknown failure mode ""`, Pos{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := validModel()
+			tt.edit(m.Domains[0])
+			probs := m.Validate()
+			if tt.want == "" {
+				if len(probs) != 0 {
+					t.Fatalf("got %v, want no problems", probs)
+				}
+				return
+			}
+			if len(probs) != 1 {
+				t.Fatalf("got %d problems, want 1:\n%v", len(probs), probs)
+			}
+			p := probs[0]
+			if !strings.Contains(p.String(), tt.want) || p.Check != tt.check || p.Pos != tt.pos {
+				t.Errorf("got %q check %q at %s, want %q check %q at %s", p, p.Check, p.Pos, tt.want, tt.check, tt.pos)
+			}
+		})
+	}
+}
+
+func TestMatchKey(t *testing.T) {
+	a := []Match{exact("k", "v"), anyValue("ip")}
+	if MatchKey(a) != MatchKey([]Match{exact("k", "v"), {Key: "ip", Kind: MatchAny, Pos: Pos{File: "x"}}}) {
+		t.Error("MatchKey: got different keys for the same match at different positions")
+	}
+	if !strings.HasPrefix(MatchKey(a), MatchKey(a[:1])) {
+		t.Error("MatchKey: got a key that does not start with its parent's")
+	}
+	// Quoting keeps entries apart: k="a;b" is not k="a" followed by more.
+	distinct := [][]Match{
+		{exact("k", "v")}, {wild("k", "v*")}, {anyValue("k")}, {exact("k", `a";"b`)},
+		{exact("k", "a"), exact("b", "")}, {exact("k_v", "")}, {exact("k", "v"), anyValue("ip")},
+	}
+	seen := map[string]int{}
+	for i, ms := range distinct {
+		k := MatchKey(ms)
+		if j, ok := seen[k]; ok {
+			t.Errorf("MatchKey: cases %d and %d both give %q", j, i, k)
+		}
+		seen[k] = i
+	}
+}
+
+func TestShadowed(t *testing.T) {
+	rules := []*Rule{
+		rule("ent", wild("tenant", "e*")),
+		rule("ent2", wild("tenant", "ent-*")),   // shadowed by e*
+		rule("acme", exact("tenant", "acme")),   // exact: never shadowed
+		rule("all", wild("tenant", "*")),        // after e*, but broader: reachable
+		rule("anon", anyValue("tenant")),        // shadowed by *
+		rule("ent_again", wild("tenant", "e*")), // a duplicate, not a shadow
+		rule("gold_a", exact("plan", "gold"), wild("ip", "10.*")),
+		rule("gold_b", exact("plan", "gold"), wild("ip", "10.1*")), // shadowed at level 2
+		rule("user", wild("user", "e*")),                           // another key: reachable
+	}
+	d := &Domain{Rules: rules}
+	var got []string
+	for _, s := range d.Shadowed() {
+		got = append(got, fmt.Sprintf("%s@%d by %s", s.Rule.Name, s.Level, s.By.Name))
+	}
+	want := []string{"ent2@0 by ent", "anon@0 by all", "gold_b@1 by gold_a"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 // Package policy owns the compiled rate-limit model: the typed form of a policy repository that
 // every consumer (lint, diff, render, simulate, rollout and the enforcer) reads. It also owns the
-// model's versioned JSON snapshot and descriptor matching.
+// model's validation (Model.Validate, which the loader and the snapshot reader share), its
+// versioned JSON snapshot and descriptor matching.
 //
 // The package does not import CUE: schema/ turns CUE into a *Model, and the enforcer loads a
 // snapshot, so the sidecar binary carries no CUE evaluator.

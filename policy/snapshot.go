@@ -95,10 +95,38 @@ var ErrSnapshotVersion = errors.New("unsupported snapshot schema_version")
 // damaged after it was written.
 var ErrSnapshotHash = errors.New("snapshot content_hash does not match its model")
 
+// ErrSnapshotModel means a snapshot's model fails Validate; the error also holds the Problems.
+var ErrSnapshotModel = errors.New("snapshot model is not valid")
+
+// snapshotTolerated are the Validate checks that ReadSnapshot lets through: they are about how a
+// policy is written, and the enforcer reads nothing they check. It matches descriptors by key and
+// never reads sources ("unknown-descriptor"), and a canary at 0% is soft everywhere
+// ("canary-percent"). schema.Load refuses both, so rlctl never writes such a snapshot.
+var snapshotTolerated = map[string]bool{"unknown-descriptor": true, "canary-percent": true}
+
 // ReadSnapshot reads a snapshot that WriteSnapshot wrote. It rejects unknown fields, another
-// schema_version (ErrSnapshotVersion) and a model that does not match content_hash
-// (ErrSnapshotHash).
+// schema_version (ErrSnapshotVersion), a model that does not match content_hash
+// (ErrSnapshotHash) and a model that fails Model.Validate (ErrSnapshotModel, with the Problems;
+// see snapshotTolerated for the two checks it lets through).
 func ReadSnapshot(r io.Reader) (*Model, error) {
+	m, err := decodeSnapshot(r)
+	if err != nil {
+		return nil, err
+	}
+	var probs Problems
+	for _, p := range m.Validate() {
+		if !snapshotTolerated[p.Check] {
+			probs = append(probs, p)
+		}
+	}
+	if len(probs) > 0 {
+		return nil, fmt.Errorf("snapshot: %w: %w", ErrSnapshotModel, probs)
+	}
+	return m, nil
+}
+
+// decodeSnapshot decodes a snapshot and checks its version and hash, but not its model.
+func decodeSnapshot(r io.Reader) (*Model, error) {
 	var s snapshot
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()

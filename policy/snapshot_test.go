@@ -10,7 +10,7 @@ import (
 )
 
 func TestSnapshotErrors(t *testing.T) {
-	m := &Model{Domains: []*Domain{{Name: "d", Rules: []*Rule{rule("r", exact("k", "v"))}}}}
+	m := validModel()
 	var b bytes.Buffer
 	if err := WriteSnapshot(&b, m); err != nil {
 		t.Fatal(err)
@@ -38,6 +38,60 @@ func TestSnapshotErrors(t *testing.T) {
 	}
 }
 
+// TestSnapshotInvalidModel: a snapshot whose hash matches but whose model no consumer could use
+// is refused with the problems, each naming the value.
+func TestSnapshotInvalidModel(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(m *Model)
+		want string // "" for a snapshot ReadSnapshot accepts
+	}{
+		{"valid", func(m *Model) {}, ""},
+		{"zero window", func(m *Model) { m.Domains[0].Rules[0].Limits[0].WindowMs = 0 },
+			"domains.d.rules.r.limits.0.window: window 0ms is out of range"},
+		{"duplicate match", func(m *Model) {
+			r := *m.Domains[0].Rules[0]
+			r.Name = "r2"
+			m.Domains[0].Rules = append(m.Domains[0].Rules, &r)
+		}, "rule r2 has the same match as rule r"},
+		{"unknown algorithm", func(m *Model) { m.Domains[0].Rules[0].Limits[0].Algorithm = "leaky" }, `unknown algorithm "leaky"`},
+		{"unknown stage", func(m *Model) { m.Domains[0].Rules[0].Stage.Name = "dark" }, `unknown stage "dark"`},
+		{"unknown failure mode", func(m *Model) { m.Domains[0].Rules[0].FailureMode = "ajar" }, `unknown failure mode "ajar"`},
+		{"bad shard count", func(m *Model) {
+			m.Domains[0].Rules[0].SubShards = &SubShards{Count: 1, Attribute: "k"}
+		}, "sub_shards count 1 is out of range"},
+		{"lease bounds", func(m *Model) { m.Domains[0].Rules[0].Lease.Min = 9 }, "lease min 9 is above lease max 5"},
+		// Checks about how a policy is written are let through: the enforcer reads no sources,
+		// and a canary at 0% is soft everywhere.
+		{"key without a source", func(m *Model) { m.Domains[0].Sources = nil }, ""},
+		{"canary at 0%", func(m *Model) { m.Domains[0].Rules[0].Stage = Stage{Name: StageCanary} }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := validModel()
+			tt.edit(m)
+			var b bytes.Buffer
+			if err := WriteSnapshot(&b, m); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadSnapshot(&b)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want no error", err)
+				}
+				return
+			}
+			var probs Problems
+			if !errors.Is(err, ErrSnapshotModel) || !errors.As(err, &probs) {
+				t.Fatalf("got %v, want ErrSnapshotModel with Problems", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
 // TestSnapshotRandomRoundTrip writes and reads random models: nothing may be lost.
 func TestSnapshotRandomRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
@@ -47,7 +101,8 @@ func TestSnapshotRandomRoundTrip(t *testing.T) {
 		if err := WriteSnapshot(&b, m); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ReadSnapshot(&b)
+		// Random models are not valid ones; this tests the encoding, so it skips Validate.
+		got, err := decodeSnapshot(&b)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}

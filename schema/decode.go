@@ -3,9 +3,11 @@ package schema
 import (
 	"fmt"
 	"math/big"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"cuelang.org/go/cue"
 
@@ -36,18 +38,43 @@ type decoder struct {
 	probs Problems
 }
 
+// decode decodes the model and validates it (policy.Model.Validate). When decoding found
+// problems, only the model's problems that are lint checks are added: the rest restate what
+// decoding already reported about a value, such as a window out of range.
 func decode(user cue.Value) (*policy.Model, error) {
 	d := &decoder{}
-	m := &policy.Model{}
+	// Slices are empty rather than nil, so a snapshot says [] where there is nothing.
+	m := &policy.Model{Domains: []*policy.Domain{}}
 	for _, f := range fields(objectOf(user).get("domains")) {
+		d.name("domain", f.v, f.name)
 		m.Domains = append(m.Domains, d.domain(f.name, f.v))
 	}
 	sort.Slice(m.Domains, func(i, j int) bool { return m.Domains[i].Name < m.Domains[j].Name })
+	decoded := len(d.probs) == 0
+	for _, p := range m.Validate() {
+		if decoded || p.Check != "" {
+			d.probs = append(d.probs, p)
+		}
+	}
 	if len(d.probs) > 0 {
-		d.probs.sort()
+		d.probs.Sort()
 		return nil, d.probs
 	}
 	return m, nil
+}
+
+// validName is what a domain, rule, source or region name must look like. The schema's #Name
+// says the same for the names a value refers to (match keys, sub_shards attribute); the loader
+// checks field names here, since a schema pattern on a field name can only say "field not
+// allowed".
+var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
+// name reports a field name that is not a valid name, at the field.
+func (d *decoder) name(what string, v cue.Value, name string) {
+	if !validName.MatchString(name) {
+		d.probs = append(d.probs, problemf(firstPos(v), path(v),
+			"%s name %q must start with a letter or '_' and hold only letters, digits, '_', '.' and '-'", what, name))
+	}
 }
 
 type field struct {
@@ -102,15 +129,7 @@ func firstPos(v cue.Value) policy.Pos {
 	return best
 }
 
-func posLess(a, b policy.Pos) bool {
-	if a.File != b.File {
-		return a.File < b.File
-	}
-	if a.Line != b.Line {
-		return a.Line < b.Line
-	}
-	return a.Col < b.Col
-}
+func posLess(a, b policy.Pos) bool { return a.Compare(b) < 0 }
 
 // path formats v's path the way CUE's errors do: labels joined by dots, list indexes as numbers.
 func path(v cue.Value) string {
@@ -128,13 +147,6 @@ func path(v cue.Value) string {
 
 func (d *decoder) errorf(v cue.Value, format string, args ...any) {
 	d.probs = append(d.probs, problemf(pos(v), path(v), format, args...))
-}
-
-// checkf records a problem that is also a lint check, named check.
-func (d *decoder) checkf(check string, v cue.Value, format string, args ...any) {
-	p := problemf(pos(v), path(v), format, args...)
-	p.Check = check
-	d.probs = append(d.probs, p)
 }
 
 // An object is a struct's regular fields by name, read in one pass. The decoder reads fields
@@ -195,14 +207,31 @@ func (d *decoder) int(v cue.Value, def int64) int64 {
 	return n
 }
 
-// duration parses a duration field, or returns def when it is absent.
-func (d *decoder) duration(v cue.Value, def int64) int64 {
+// duration parses a duration field, or returns def when it is absent. ok is false when the
+// field is there but not a duration (the problem is reported).
+func (d *decoder) duration(v cue.Value, def int64) (ms int64, ok bool) {
 	if !v.Exists() {
-		return def
+		return def, true
 	}
 	ms, err := ParseDuration(d.str(v))
 	if err != nil {
 		d.errorf(v, "%v", err)
+		return 0, false
+	}
+	return ms, true
+}
+
+// ms is duration for fields whose range the schema already states (#PositiveDuration).
+func (d *decoder) ms(v cue.Value, def int64) int64 {
+	ms, _ := d.duration(v, def)
+	return ms
+}
+
+// window parses a limit's or a fallback's window and checks its range, 1s to 365d.
+func (d *decoder) window(v cue.Value) int64 {
+	ms, ok := d.duration(v, 0)
+	if ok && (ms < minWindowMs || ms > policy.MaxWindowMs) {
+		d.errorf(v, "window %s is out of range: a window runs from 1s to 365d", d.str(v))
 	}
 	return ms
 }
@@ -220,22 +249,25 @@ func (d *decoder) domain(name string, v cue.Value) *policy.Domain {
 	o := objectOf(v)
 	gw := objectOf(o.get("gateway"))
 	dom.Gateway = policy.Gateway{
-		RLSTimeoutMs:    d.duration(gw.get("rls_timeout"), DefaultRLSTimeoutMs),
+		RLSTimeoutMs:    d.ms(gw.get("rls_timeout"), DefaultRLSTimeoutMs),
 		PerKeyQPSBudget: d.int(gw.get("per_key_qps_budget"), DefaultPerKeyQPSBudget),
 	}
+	dom.Sources = []*policy.Source{}
 	for _, f := range fields(o.get("sources")) {
+		d.name("source", f.v, f.name)
 		dom.Sources = append(dom.Sources, d.source(f.name, f.v))
 	}
 	dom.CriticalPaths = d.strings(o.get("critical_paths"))
 	defaults := objectOf(o.get("defaults"))
 	leaseDefaults := objectOf(defaults.get("lease"))
+	dom.Rules = []*policy.Rule{}
 	for _, f := range fields(o.get("rules")) {
-		dom.Rules = append(dom.Rules, d.rule(dom, f.name, f.v, defaults, leaseDefaults))
+		d.name("rule", f.v, f.name)
+		dom.Rules = append(dom.Rules, d.rule(f.name, f.v, defaults, leaseDefaults))
 	}
 	// Declared order is file order, then position in the file (CUE's field order across files is
 	// not), and it decides between wildcards at the same level.
 	sort.SliceStable(dom.Rules, func(i, j int) bool { return posLess(dom.Rules[i].Pos, dom.Rules[j].Pos) })
-	d.checkRules(dom)
 	policy.SortRules(dom.Rules)
 	return dom
 }
@@ -310,7 +342,7 @@ func (d *decoder) waterfall(v cue.Value) []policy.IdentityStep {
 	return steps
 }
 
-func (d *decoder) rule(dom *policy.Domain, name string, v cue.Value, defaults, leaseDefaults object) *policy.Rule {
+func (d *decoder) rule(name string, v cue.Value, defaults, leaseDefaults object) *policy.Rule {
 	r := &policy.Rule{Name: name, Pos: firstPos(v)}
 	o := objectOf(v)
 	for _, e := range elems(o.get("match")) {
@@ -323,9 +355,6 @@ func (d *decoder) rule(dom *policy.Domain, name string, v cue.Value, defaults, l
 				m.Kind = policy.MatchWildcard
 			}
 		}
-		if dom.Source(m.Key) == nil {
-			d.checkf("unknown-descriptor", e, "match key %q has no source in domain %s", m.Key, dom.Name)
-		}
 		r.Match = append(r.Match, m)
 	}
 	for _, e := range elems(o.get("limits")) {
@@ -333,7 +362,7 @@ func (d *decoder) rule(dom *policy.Domain, name string, v cue.Value, defaults, l
 	}
 	d.stage(r, setting(o, defaults, "stage"))
 	d.failure(r, setting(o, defaults, "failure"))
-	r.StoreTimeoutMs = d.duration(setting(o, defaults, "store_timeout"), DefaultStoreTimeoutMs)
+	r.StoreTimeoutMs = d.ms(setting(o, defaults, "store_timeout"), DefaultStoreTimeoutMs)
 	r.Lease = d.lease(objectOf(o.get("lease")), leaseDefaults)
 	if ss := setting(o, defaults, "sub_shards"); ss.Exists() {
 		so := objectOf(ss)
@@ -341,11 +370,9 @@ func (d *decoder) rule(dom *policy.Domain, name string, v cue.Value, defaults, l
 			Count:     int(d.int(so.get("count"), 0)),
 			Attribute: d.str(so.get("attribute")),
 		}
-		if dom.Source(r.SubShards.Attribute) == nil {
-			d.checkf("unknown-descriptor", so.get("attribute"), "sub_shards attribute %q has no source in domain %s", r.SubShards.Attribute, dom.Name)
-		}
 	}
 	for _, f := range fields(setting(o, defaults, "regions")) {
+		d.name("region", f.v, f.name)
 		r.Regions = append(r.Regions, policy.RegionShare{Region: f.name, Percent: int(d.int(f.v, 0))})
 	}
 	r.Owner = d.optStr(setting(o, defaults, "owner"), "")
@@ -368,11 +395,7 @@ func (d *decoder) limit(v cue.Value) policy.Limit {
 		Pos:       pos(v),
 	}
 	l.Burst = d.int(o.get("burst"), l.Requests)
-	w := o.get("window")
-	l.WindowMs = d.duration(w, 0)
-	if l.WindowMs != 0 && (l.WindowMs < minWindowMs || l.WindowMs > maxWindowMs) {
-		d.errorf(w, "window %s is out of range: a window runs from 1s to 365d", d.str(w))
-	}
+	l.WindowMs = d.window(o.get("window"))
 	return l
 }
 
@@ -388,6 +411,12 @@ func (d *decoder) stage(r *policy.Rule, v cue.Value) {
 		Since:         d.optStr(o.get("since"), ""),
 		Pos:           pos(v),
 	}
+	// The schema checks the form YYYY-MM-DD; this checks the day exists.
+	if since := r.Stage.Since; since != "" {
+		if _, err := time.Parse(time.DateOnly, since); err != nil {
+			d.errorf(o.get("since"), "since %q is not a calendar date", since)
+		}
+	}
 }
 
 func (d *decoder) failure(r *policy.Rule, v cue.Value) {
@@ -400,11 +429,7 @@ func (d *decoder) failure(r *policy.Rule, v cue.Value) {
 	r.FailureReason = d.optStr(o.get("reason"), "")
 	if fb := o.get("fallback"); fb.Exists() {
 		fo := objectOf(fb)
-		w := fo.get("window")
-		r.Fallback = &policy.Rate{Requests: d.int(fo.get("requests"), 0), WindowMs: d.duration(w, 0)}
-		if ms := r.Fallback.WindowMs; ms < minWindowMs || ms > maxWindowMs {
-			d.errorf(w, "window %s is out of range: a window runs from 1s to 365d", d.str(w))
-		}
+		r.Fallback = &policy.Rate{Requests: d.int(fo.get("requests"), 0), WindowMs: d.window(fo.get("window"))}
 	}
 }
 
@@ -413,8 +438,8 @@ func (d *decoder) lease(rule, defaults object) policy.Lease {
 	l := policy.Lease{
 		Min:         d.int(setting(rule, defaults, "min"), DefaultLeaseMin),
 		Max:         d.int(setting(rule, defaults, "max"), DefaultLeaseMax),
-		LookaheadMs: d.duration(setting(rule, defaults, "lookahead"), DefaultLeaseLookaheadMs),
-		TTLMs:       d.duration(setting(rule, defaults, "ttl"), DefaultLeaseTTLMs),
+		LookaheadMs: d.ms(setting(rule, defaults, "lookahead"), DefaultLeaseLookaheadMs),
+		TTLMs:       d.ms(setting(rule, defaults, "ttl"), DefaultLeaseTTLMs),
 	}
 	switch lw := setting(rule, defaults, "low_watermark"); {
 	case !lw.Exists():
@@ -424,9 +449,6 @@ func (d *decoder) lease(rule, defaults object) policy.Lease {
 		l.LowWatermarkPercent = n
 	default:
 		l.LowWatermark = d.int(lw, 0)
-	}
-	if l.Min > l.Max {
-		d.checkf("lease-bounds", setting(rule, defaults, "min"), "lease min %d is above lease max %d", l.Min, l.Max)
 	}
 	return l
 }
@@ -444,48 +466,4 @@ func (d *decoder) basisPoints(v cue.Value) int64 {
 		return 0
 	}
 	return x.Num().Int64()
-}
-
-// checkRules reports rules that Lookup could never tell apart, and sub-sharded rules whose shard
-// entry a deeper rule would take.
-func (d *decoder) checkRules(dom *policy.Domain) {
-	seen := map[string]*policy.Rule{}
-	for _, r := range dom.Rules {
-		k := matchKey(r.Match)
-		if o, ok := seen[k]; ok {
-			d.probs = append(d.probs, Problem{
-				Pos:     r.Pos,
-				Related: []policy.Pos{o.Pos},
-				Path:    fmt.Sprintf("domains.%s.rules.%s", dom.Name, r.Name),
-				Message: fmt.Sprintf("rule %s has the same match as rule %s", r.Name, o.Name),
-				Check:   "duplicate-match",
-			})
-			continue
-		}
-		seen[k] = r
-	}
-	for _, r := range dom.Rules {
-		if r.SubShards == nil {
-			continue
-		}
-		for _, o := range dom.Rules {
-			if len(o.Match) == len(r.Match)+1 && strings.HasPrefix(matchKey(o.Match), matchKey(r.Match)) &&
-				o.Match[len(r.Match)].Key == r.SubShards.Attribute {
-				d.probs = append(d.probs, Problem{
-					Pos:     o.Match[len(r.Match)].Pos,
-					Related: []policy.Pos{r.Pos},
-					Path:    fmt.Sprintf("domains.%s.rules.%s", dom.Name, o.Name),
-					Message: fmt.Sprintf("rule %s matches %s below rule %s, which uses it to pick a sub-shard", o.Name, r.SubShards.Attribute, r.Name),
-				})
-			}
-		}
-	}
-}
-
-func matchKey(ms []policy.Match) string {
-	var b strings.Builder
-	for _, m := range ms {
-		fmt.Fprintf(&b, "%q=%q/%s;", m.Key, m.Value, m.Kind)
-	}
-	return b.String()
 }

@@ -7,11 +7,9 @@ import (
 	"strings"
 )
 
-// Window bounds: a limit's window runs from one second to a year.
-const (
-	minWindowMs = 1000
-	maxWindowMs = 365 * 24 * 3600 * 1000
-)
+// minWindowMs is the shortest window the loader accepts; the longest is policy.MaxWindowMs, a
+// year.
+const minWindowMs = 1000
 
 var unitMs = []struct {
 	suffix string

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,6 +70,12 @@ func evaluate(files []*ast.File, names []string) (*policy.Model, error) {
 	defer timer.Stop()
 	select {
 	case r := <-done:
+		if r.err == nil && len(r.m.Domains) == 0 {
+			return nil, Problems{{
+				Pos:     policy.Pos{File: names[0], Line: 1, Col: 1},
+				Message: "no domains: a policy repository declares at least one, as domains: <name>: {...}",
+			}}
+		}
 		return r.m, r.err
 	case <-timer.C:
 		return nil, Problems{{
@@ -268,7 +273,7 @@ func cueProblems(err error, user cue.Value) Problems {
 			}
 		}
 		format, args := e.Msg()
-		pr := Problem{Path: cuePath(path), Message: fmt.Sprintf(format, args...)}
+		pr := Problem{Path: cuePath(path), Message: fmt.Sprintf(format, args...), Check: schemaCheck(path)}
 		if len(ps) > 0 {
 			pr.Pos, pr.Related = ps[0], ps[1:]
 		}
@@ -282,8 +287,18 @@ func cueProblems(err error, user cue.Value) Problems {
 	if len(probs) == 0 {
 		probs = Problems{{Message: err.Error()}}
 	}
-	probs.sort()
+	probs.Sort()
 	return probs
+}
+
+// schemaCheck names the lint check that a schema problem at path is, or returns "". The schema
+// requires a canary's percent (so that no snapshot enforces a canary on no instance), which is
+// lint's canary-percent check.
+func schemaCheck(path []string) string {
+	if n := len(path); n >= 2 && path[n-2] == "stage" && path[n-1] == "percent" {
+		return "canary-percent"
+	}
+	return ""
 }
 
 // nearestPos returns the position of the deepest value on path that the user wrote.
@@ -339,10 +354,4 @@ func toPos(p token.Pos) policy.Pos {
 		return policy.Pos{}
 	}
 	return policy.Pos{File: p.Filename(), Line: p.Line(), Col: p.Column()}
-}
-
-// IsProblems reports whether err holds policy problems (as opposed to a tool error).
-func IsProblems(err error) bool {
-	var ps Problems
-	return errors.As(err, &ps)
 }

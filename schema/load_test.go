@@ -26,11 +26,15 @@ func TestLoadBad(t *testing.T) {
 		{"window_short", "window 500ms is out of range", "policy.cue:7", ""},
 		{"window_long", "window 400d is out of range", "policy.cue:7", ""},
 		{"canary_no_percent", "required but not present", "policy.cue:8", ""},
+		{"bad_calendar_date", `since "2025-02-31" is not a calendar date`, "policy.cue:8", ""},
+		{"bad_rule_name", `rule name "a b" must start with a letter or '_'`, "policy.cue:5", ""},
 		{"bad_duration", "duration must be a whole number followed by ms, s, m, h or d", "policy.cue:7", ""},
 		{"bad_date", "date must be written YYYY-MM-DD", "policy.cue:8", ""},
 		{"unknown_field", "field not allowed", "policy.cue:8", ""},
-		{"unknown_source", `match key "tenant" has no source`, "policy.cue:6", ""},
+		{"unknown_source", `match key "tenant" at level 1: no source produces it (sources: tenant_id)`, "policy.cue:6", ""},
 		{"duplicate_match", "rule r2 has the same match as rule r1", "policy.cue:9", "policy.cue:5"},
+		{"no_domains", "no domains", "policy.cue:1", ""},
+		{"empty_file", "no domains", "empty.cue:1", ""},
 		{"waterfall_order", "identity tier jwt_subject is out of order", "policy.cue:4", ""},
 		{"missing_limits", "limits: field is required but not present", "policy.cue:5", ""},
 	}
@@ -89,7 +93,7 @@ func TestLoadToolErrors(t *testing.T) {
 		if !errors.Is(err, tt.want) {
 			t.Errorf("Load(%v): got %v, want %v", tt.paths, err, tt.want)
 		}
-		if IsProblems(err) {
+		if errors.As(err, new(Problems)) {
 			t.Errorf("Load(%v): got Problems, want a tool error", tt.paths)
 		}
 	}

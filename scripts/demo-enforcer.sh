@@ -1,22 +1,44 @@
 #!/usr/bin/env bash
 # The enforcer part of `make demo`: start rlctl-enforcer on the in-memory store with the rendered
 # snapshot, drive it with rlctl bench over loopback gRPC, show its metrics, and stop it with
-# SIGTERM (graceful shutdown). Usage: demo-enforcer.sh BIN_DIR SNAPSHOT
+# SIGTERM (graceful shutdown). Usage: demo-enforcer.sh BIN_DIR SNAPSHOT OUT_DIR
+# The enforcer's log goes to OUT_DIR/enforcer.log.
 set -euo pipefail
-bin=$1 snapshot=$2
+if [ $# -ne 3 ]; then
+  echo "usage: $0 BIN_DIR SNAPSHOT OUT_DIR" >&2
+  exit 2
+fi
+bin=$1 snapshot=$2 out=$3
 grpc=127.0.0.1:${DEMO_GRPC_PORT:-18081}
 admin=127.0.0.1:${DEMO_ADMIN_PORT:-16070}
+log=$out/enforcer.log
 
+# get URL prints the body of an HTTP GET, with curl or wget, whichever is installed.
+if command -v curl >/dev/null 2>&1; then
+  get() { curl -fsS "$1"; }
+elif command -v wget >/dev/null 2>&1; then
+  get() { wget -qO- "$1"; }
+else
+  echo "demo: neither curl nor wget is installed; install one (apt-get install curl) to run the enforcer demo" >&2
+  exit 1
+fi
+
+mkdir -p "$out"
 "$bin/rlctl-enforcer" --config "$snapshot" --store memory --grpc-addr "$grpc" --admin-addr "$admin" \
-  --instance-id demo-0 2>out/enforcer.log &
+  --instance-id demo-0 2>"$log" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true' EXIT
 
+ready=
 for _ in $(seq 1 100); do
-  if curl -fsS "http://$admin/readyz" >/dev/null 2>&1; then break; fi
-  if ! kill -0 $pid 2>/dev/null; then echo "demo: enforcer exited; see out/enforcer.log" >&2; exit 1; fi
+  if get "http://$admin/readyz" >/dev/null 2>&1; then ready=1; break; fi
+  if ! kill -0 $pid 2>/dev/null; then echo "demo: the enforcer exited; see $log" >&2; exit 1; fi
   sleep 0.1
 done
+if [ -z "$ready" ]; then
+  echo "demo: the enforcer was not ready on http://$admin/readyz after 10s; see $log" >&2
+  exit 1
+fi
 
 echo "== shopify charges (200 rps, fail-closed) at full speed for 2s: most are over the limit"
 "$bin/rlctl" bench --target "$grpc" --concurrency 16 --duration 2s --domain edge_gateway_limits \
@@ -25,7 +47,7 @@ echo "== bigcorp orders (200,000 rps over 16 sub-shards) for 2s: all admitted"
 "$bin/rlctl" bench --target "$grpc" --concurrency 16 --duration 2s --domain edge_gateway_limits \
   --descriptor tenant_id=bigcorp,path=/v1/orders,client_ip=198.18.0.7
 echo "== enforcer metrics"
-curl -fsS "http://$admin/metrics" | grep -E '^rate_limit_requests_total' | grep -v ' 0$' | sort
+get "http://$admin/metrics" | grep -E '^rate_limit_requests_total' | grep -v ' 0$' | sort
 kill -TERM $pid
 wait $pid
 trap - EXIT

@@ -3,7 +3,6 @@ package simulate
 import (
 	"container/heap"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/rlctl/rlctl/engine"
@@ -14,22 +13,10 @@ import (
 // decide runs one request of rule rs through gateway g's lease manager and through the ideal
 // engine, and counts the outcome. shape gives the descriptor's sources; s.values their values.
 func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, g int) error {
-	want := rs.depth
-	if rs.shards > 0 {
-		want++
-	}
-	if len(shape) != want {
+	if len(shape) != rs.descriptorLen() {
 		return nil // the rule's own shape decides it; a shorter or longer one must not count twice
 	}
-	parts := make([]string, 0, 8)
-	parts = append(parts, ds.d.Name, rs.rule.Name)
-	for _, i := range shape[:rs.depth] {
-		parts = append(parts, s.values[i])
-	}
-	if rs.shards > 0 {
-		parts = append(parts, "shard", strconv.FormatInt(shardOf(s.values[shape[rs.depth]], rs.shards), 10))
-	}
-	s.keyBuf = engine.AppendKey(s.keyBuf[:0], parts...)
+	s.keyBuf = engine.AppendRuleKey(s.keyBuf[:0], ds.d.Name, rs.rule, s.entries)
 	st := rs.stats
 	ks := st.keys[string(s.keyBuf)]
 	if ks == nil {
@@ -40,13 +27,14 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, g int) error
 	ks.requests++
 	ks.lastMs = now
 
-	dec, err := rs.gateway[g].mgr.Take(s.ctx, ks.key, rs.limits, rs.cost)
+	p := rs.plan
+	dec, err := rs.gateway[g].mgr.Take(s.ctx, ks.key, p.Limits, p.Cost)
 	if err != nil {
-		return fmt.Errorf("simulate: rule %s/%s: %w", rs.domain, rs.rule.Name, err)
+		return fmt.Errorf("simulate: rule %s/%s: %w", p.Domain, rs.rule.Name, err)
 	}
-	ideal, err := s.ideal.Take(s.ctx, engine.TakeRequest{Key: ks.key, Limits: rs.limits, Want: rs.cost, Min: rs.cost, Now: now})
+	ideal, err := s.ideal.Take(s.ctx, engine.TakeRequest{Key: ks.key, Limits: p.Limits, Want: p.Cost, Min: p.Cost, Now: now})
 	if err != nil {
-		return fmt.Errorf("simulate: rule %s/%s: ideal: %w", rs.domain, rs.rule.Name, err)
+		return fmt.Errorf("simulate: rule %s/%s: ideal: %w", p.Domain, rs.rule.Name, err)
 	}
 	idealOK := ideal.Granted > 0
 	b := s.bucket()
@@ -90,7 +78,7 @@ func (s *Simulator) newKey(ds *domainSim, rs *ruleSim, shape []int) *keyState {
 		src := ds.d.Sources[i]
 		v := s.values[i]
 		if n == rs.depth {
-			fmt.Fprintf(&b, ", shard=%d", shardOf(v, rs.shards))
+			fmt.Fprintf(&b, ", shard=%d", engine.ShardOf(v, rs.plan.Shards))
 			break
 		}
 		if n > 0 {
@@ -114,13 +102,7 @@ func (s *Simulator) newKey(ds *domainSim, rs *ruleSim, shape []int) *keyState {
 
 // enforced reports whether rs rejects on gateway g given its stage.
 func (s *Simulator) enforced(rs *ruleSim, g int) bool {
-	switch rs.rule.Stage.Name {
-	case policy.StageShadow, policy.StageSoft:
-		return false
-	case policy.StageCanary:
-		return s.gateways[g].canary < rs.rule.Stage.CanaryPercent
-	}
-	return true
+	return rs.rule.Mode(s.gateways[g].name) == policy.ModeEnforce
 }
 
 // isLegit reports whether any descriptor value of the current request is marked legitimate.

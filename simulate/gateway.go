@@ -112,10 +112,9 @@ func (a Assignment) String() string {
 	return a.Kind + ":" + a.Field
 }
 
-// gateway is one virtual enforcer.
+// gateway is one virtual enforcer. Its name is its instance ID, which places it in canaries.
 type gateway struct {
-	name   string
-	canary int // canary bucket in [0, 100)
+	name string
 }
 
 // gatewayRule is one rule's lease manager on one gateway, over the fleet's shared store.

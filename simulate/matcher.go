@@ -1,8 +1,6 @@
 package simulate
 
 import (
-	"strconv"
-
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
 )
@@ -71,15 +69,11 @@ func (m *Matcher) MatchDescriptor(entries []policy.Entry) (Match, bool) {
 	if rs == nil {
 		return Match{}, false
 	}
-	values := make([]string, len(entries))
-	for i, e := range entries {
-		values[i] = e.Value
-	}
-	key, ok := storeKey(m.ds.d.Name, rs, values)
+	key, ok := storeKey(m.ds.d.Name, rs, entries)
 	if !ok {
 		return Match{}, false
 	}
-	return Match{Rule: rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.limits, Cost: rs.cost}, true
+	return Match{Rule: rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.plan.Limits, Cost: rs.plan.Cost}, true
 }
 
 func (m *Matcher) lookup(entries []policy.Entry, shape []int) []Match {
@@ -91,34 +85,24 @@ func (m *Matcher) lookup(entries []policy.Entry, shape []int) []Match {
 	if rs == nil || len(shape) != rs.descriptorLen() {
 		return nil
 	}
-	values := make([]string, len(shape))
-	for i, si := range shape {
-		values[i] = m.values[si]
-	}
-	key, _ := storeKey(m.ds.d.Name, rs, values)
-	return []Match{{Rule: rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.limits, Cost: rs.cost}}
+	key, _ := storeKey(m.ds.d.Name, rs, entries)
+	return []Match{{Rule: rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.plan.Limits, Cost: rs.plan.Cost}}
 }
 
 // descriptorLen is the number of entries in the rule's descriptor: its matches, plus the
 // sub-shard entry.
 func (rs *ruleSim) descriptorLen() int {
-	if rs.shards > 0 {
+	if rs.plan.Shards > 0 {
 		return rs.depth + 1
 	}
 	return rs.depth
 }
 
-// storeKey is the store key of a rule's descriptor values: the domain, the rule, the matched
-// values and, for a sub-sharded rule, the shard the trailing value hashes to.
-func storeKey(domain string, rs *ruleSim, values []string) (string, bool) {
-	if len(values) != rs.descriptorLen() {
+// storeKey is the store key of a rule's descriptor (engine.AppendRuleKey), when the descriptor
+// has the rule's length.
+func storeKey(domain string, rs *ruleSim, entries []policy.Entry) (string, bool) {
+	if len(entries) != rs.descriptorLen() {
 		return "", false
 	}
-	parts := make([]string, 0, len(values)+3)
-	parts = append(parts, domain, rs.rule.Name)
-	parts = append(parts, values[:rs.depth]...)
-	if rs.shards > 0 {
-		parts = append(parts, "shard", strconv.FormatInt(shardOf(values[rs.depth], rs.shards), 10))
-	}
-	return engine.Key(parts...), true
+	return string(engine.AppendRuleKey(nil, domain, rs.rule, entries)), true
 }

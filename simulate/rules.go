@@ -2,7 +2,6 @@ package simulate
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	"github.com/rlctl/rlctl/engine"
@@ -25,11 +24,8 @@ type domainSim struct {
 
 // ruleSim is a rule prepared for replay.
 type ruleSim struct {
-	domain  string
+	plan    *engine.RulePlan // limits per shard when sub-sharded, cost, lease settings
 	rule    *policy.Rule
-	limits  []engine.Limit // per shard when sub-sharded
-	shards  int64
-	cost    int64
 	depth   int // matched entries, without the sub-shard entry
 	stats   *ruleStats
 	gateway []*gatewayRule // per virtual gateway
@@ -76,75 +72,11 @@ func newDomainSim(d *policy.Domain) (*domainSim, error) {
 }
 
 func newRuleSim(domain string, r *policy.Rule) (*ruleSim, error) {
-	rs := &ruleSim{domain: domain, rule: r, cost: 1, depth: len(r.Match)}
-	if r.SubShards != nil && r.SubShards.Count > 1 {
-		rs.shards = int64(r.SubShards.Count)
+	plan, err := engine.PlanRule(domain, r)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: rule %s: %w", domain, r.Name, err)
 	}
-	for i, l := range r.Limits {
-		el, err := engineLimit(l)
-		if err != nil {
-			return nil, fmt.Errorf("domain %s: rule %s: limit %d: %w", domain, r.Name, i, err)
-		}
-		if rs.shards > 0 {
-			el = shardLimit(el, rs.shards)
-		}
-		rs.limits = append(rs.limits, el)
-	}
-	if len(r.Limits) > 0 && r.Limits[0].Cost > 0 {
-		rs.cost = r.Limits[0].Cost
-	}
-	rs.stats = newRuleStats(domain, r)
-	return rs, nil
-}
-
-// The three functions below mirror the enforcer's (enforcer/rules.go) so that simulated and
-// enforced decisions agree; they belong in one exported place shared by both (see the package
-// documentation's note).
-
-// engineLimit converts a policy limit to the engine's, validated.
-func engineLimit(l policy.Limit) (engine.Limit, error) {
-	el := engine.Limit{Requests: l.Requests, Window: l.WindowMs, Burst: l.Burst}
-	switch l.Algorithm {
-	case policy.TokenBucket, "":
-		el.Algorithm = engine.TokenBucket
-	case policy.SlidingWindow:
-		el.Algorithm = engine.SlidingWindow
-	case policy.FixedWindow:
-		el.Algorithm = engine.FixedWindow
-	default:
-		return el, fmt.Errorf("unknown algorithm %q", l.Algorithm)
-	}
-	if el.Burst == el.Requests {
-		el.Burst = 0
-	}
-	return el, el.Validate()
-}
-
-// shardLimit is one of n sub-shards of l: 1/n of its requests and burst, at least 1.
-func shardLimit(l engine.Limit, n int64) engine.Limit {
-	l.Requests = max(l.Requests/n, 1)
-	if l.Burst > 0 {
-		l.Burst = max(l.Burst/n, 1)
-	}
-	return l
-}
-
-// shardOf picks the sub-shard of value among n: FNV-1a of the value, modulo n.
-func shardOf(value string, n int64) int64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(value); i++ {
-		h ^= uint64(value[i])
-		h *= 1099511628211
-	}
-	return int64(h % uint64(n))
-}
-
-// canaryBucket places a gateway in [0, 100) as the enforcer places an instance: it enforces a
-// canary rule whose percent is above its bucket.
-func canaryBucket(instance string) int {
-	h := fnv.New64a()
-	h.Write([]byte(instance))
-	return int(h.Sum64() % 100)
+	return &ruleSim{plan: plan, rule: r, depth: len(r.Match), stats: newRuleStats(domain, r)}, nil
 }
 
 // limitString describes a rule's limits for reports, such as "100/1s burst 200".

@@ -8,9 +8,8 @@
 //
 // JWT claims are decoded from the logged Authorization header without verifying signatures.
 //
-// Note: engineLimit, shardLimit, shardOf and canaryBucket mirror the enforcer's unexported
-// functions of the same names; they should move to one exported home (engine or policy) that
-// both use.
+// Rule limits, store keys, lease settings (engine.PlanRule, engine.AppendRuleKey) and stages
+// (policy.Rule.Mode, with each virtual gateway's name as its instance ID) are the enforcer's own.
 package simulate
 
 import (
@@ -143,24 +142,18 @@ func (s *Simulator) addGateway(name string) int {
 // addGatewayErr adds a virtual gateway with a lease manager per rule.
 func (s *Simulator) addGatewayErr(name string) (int, error) {
 	i := len(s.gateways)
-	s.gateways = append(s.gateways, gateway{name: name, canary: canaryBucket(name)})
+	s.gateways = append(s.gateways, gateway{name: name})
 	clock := engine.ClockFunc(func() int64 { return s.nowUs / 1000 })
 	dispatch := engine.DispatchFunc(func(fn func(context.Context)) {
 		s.seq++
 		heap.Push(&s.events, event{atUs: s.nowUs + s.cfg.Latency.draw(), seq: s.seq, fn: fn})
 	})
 	for _, rs := range s.rules {
-		l := rs.rule.Lease
-		lw := l.LowWatermarkPercent
-		if lw == 0 && l.LowWatermark > 0 && l.Max > 0 {
-			lw = max(1, l.LowWatermark*100/l.Max)
-		}
-		mgr, err := engine.NewLeaseManager(engine.LeaseConfig{
-			Store: meteredStore{s: s, inner: s.store, rs: rs}, Clock: clock, Dispatcher: dispatch,
-			MinLease: l.Min, MaxLease: l.Max, Lookahead: l.LookaheadMs, LowWaterPercent: lw, TTL: l.TTLMs,
-		})
+		lc := rs.plan.Lease
+		lc.Store, lc.Clock, lc.Dispatcher = meteredStore{s: s, inner: s.store, rs: rs}, clock, dispatch
+		mgr, err := engine.NewLeaseManager(lc)
 		if err != nil {
-			return 0, fmt.Errorf("simulate: rule %s/%s: %w", rs.domain, rs.rule.Name, err)
+			return 0, fmt.Errorf("simulate: rule %s/%s: %w", rs.plan.Domain, rs.rule.Name, err)
 		}
 		rs.gateway = append(rs.gateway, &gatewayRule{mgr: mgr})
 	}
@@ -225,7 +218,7 @@ func (s *Simulator) tick() error {
 		s.store.Expire(now)
 		s.ideal.Expire(now)
 		for _, rs := range s.rules {
-			rs.stats.prune(now - 2*engine.TTL(rs.limits))
+			rs.stats.prune(now - 2*engine.TTL(rs.plan.Limits))
 		}
 	}
 	return nil

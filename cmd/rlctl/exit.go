@@ -12,7 +12,7 @@ const (
 	// ExitFindings means findings: lint errors (or warnings with --fail-on-warn), a simulation
 	// over its threshold, a failed gate or a failed policy test.
 	ExitFindings = 1
-	// ExitDifference means diff --exit-code found a difference.
+	// ExitDifference is reserved for diff --exit-code finding a difference (diff is planned).
 	ExitDifference = 2
 	// ExitUsage means a usage or tool error: a bad flag, a missing path, an unwritable file.
 	ExitUsage = 3

@@ -14,9 +14,11 @@ import (
 const lintLong = `Check a policy repository for mistakes CUE cannot catch on its own.
 
 lint loads the .cue files of each PATH (a directory, not its subdirectories, or a
-file; default ".") and reports every problem as a finding: CUE syntax errors, schema
-violations and conflicts (RL000), and the semantic rules below. Each finding names
-the file, line and column, its severity and its rule ID.
+.cue file; default ".") and reports every problem as a finding: CUE syntax errors,
+schema violations, conflicts and bad values (RL000), and the rules below. Files
+whose name starts with '_' or '.' are skipped. Several paths are merged into one
+policy, as if their files were in one directory. Each finding names the file, line
+and column, its severity and its rule ID.
 
 Output (-o):
   text    file:line:col: severity: message [ID], one line per finding, sorted by
@@ -27,13 +29,14 @@ Output (-o):
   sarif   a SARIF 2.1.0 log, for GitHub code scanning
 
 Findings go to stdout, or to --out FILE (written atomically). A summary line
-("2 errors, 1 warning") always goes to stderr.
+("2 errors, 1 warning") always goes to stderr, whatever the format.
 
 Exit codes: 0 no errors (warnings allowed unless --fail-on-warn), 1 errors (or
 warnings with --fail-on-warn), 3 usage or tool error (a bad flag, a path that does
 not exist or holds no .cue files, an unwritable --out).
 
-Rules (rlctl lint --explain ID prints why, how to fix and an example):
+Rules (rlctl lint --explain ID prints why, how to fix and an example; it takes an
+ID in any case, such as rl007, or a name, such as drift-over-tolerance):
 `
 
 func newLintCmd() *cobra.Command {
@@ -67,7 +70,7 @@ func newLintCmd() *cobra.Command {
 			report := &finding.Report{Findings: fs, Rules: lint.Rules()}
 			if out != "" {
 				if err := finding.WriteFile(out, format, report); err != nil {
-					return usageErrorf("lint: %w", err)
+					return usageErrorf("lint: --out %w", err)
 				}
 			} else if err := format.Write(cmd.OutOrStdout(), report); err != nil {
 				return usageErrorf("lint: %w", err)
@@ -84,7 +87,7 @@ func newLintCmd() *cobra.Command {
 	f.StringVarP(&output, "output", "o", "text", "output format: "+strings.Join(finding.FormatNames, ", "))
 	f.StringVar(&out, "out", "", "write findings to `FILE` (atomically) instead of stdout")
 	f.BoolVar(&failOnWarn, "fail-on-warn", false, "exit 1 on warnings too")
-	f.StringVar(&explain, "explain", "", "print the explanation of rule `ID` (such as RL007) and exit")
+	f.StringVar(&explain, "explain", "", "print the explanation of rule `ID` (such as RL007, rl007 or drift-over-tolerance) and exit")
 	return cmd
 }
 

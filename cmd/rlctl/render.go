@@ -5,45 +5,57 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlctl/rlctl/internal/atomicfile"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/schema"
 )
 
 const renderLong = `Render a policy repository as configuration for a consumer.
 
-PATH is a directory of .cue policy files (default ".") or one or more .cue files.
-The rendered output goes to stdout, or atomically to FILE with --out.
+PATH is a directory of .cue policy files (not its subdirectories; files starting
+with '_' or '.' are skipped) or a .cue file, default "."; several paths make one
+policy. The output goes to stdout, or atomically to FILE with --out.
 
-Targets:
-  snapshot   the compiled model as a versioned JSON snapshot, which the enforcer loads:
+Targets and their output formats (-o):
+  snapshot   json (the default and only format): the compiled model as a versioned
+             snapshot, which the enforcer loads:
              {"schema_version": 1, "content_hash": "sha256:<hex>", "model": {...}}
 
 Policy problems are printed to stderr, one per problem, as the message followed by
-its positions (file:line:col) on indented lines, and rlctl exits 1. A missing path
-or a directory without .cue files is a tool error (exit 3).`
+its positions (file:line:col) on indented lines, and rlctl exits 1. A missing path,
+a directory without .cue files, an unknown target or format, or an unwritable
+--out is a usage or tool error (exit 3). Exit 0 means the output was written.`
+
+// renderFormats are the output formats of each target, the default first.
+var renderFormats = map[string][]string{"snapshot": {"json"}}
 
 // renderTargets are the values --target accepts.
 var renderTargets = []string{"snapshot"}
 
 func newRenderCmd() *cobra.Command {
-	var target, out string
+	var target, output, out string
 	cmd := &cobra.Command{
-		Use:   "render --target TARGET [PATH...]",
+		Use:   "render --target TARGET [-o FORMAT] [PATH...]",
 		Short: "Render policies as configuration (snapshot)",
 		Long:  renderLong,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if target == "" {
 				return usageErrorf("render: --target is required: valid targets are %s", strings.Join(renderTargets, ", "))
 			}
-			if target != "snapshot" {
+			formats, ok := renderFormats[target]
+			if !ok {
 				return usageErrorf("render: unknown target %q: valid targets are %s",
 					target, strings.Join(renderTargets, ", "))
+			}
+			if output == "" {
+				output = formats[0]
+			}
+			if !contains(formats, output) {
+				return usageErrorf("render: unknown output format %q for target %s (want %s)", output, target, strings.Join(formats, ", "))
 			}
 			if len(args) == 0 {
 				args = []string{"."}
@@ -52,17 +64,17 @@ func newRenderCmd() *cobra.Command {
 			if err != nil {
 				return loadError(cmd.ErrOrStderr(), "render", err)
 			}
+			if out != "" {
+				if err := atomicfile.Write(out, func(w io.Writer) error { return policy.WriteSnapshot(w, m) }); err != nil {
+					return usageErrorf("render: --out %w", err)
+				}
+				return nil
+			}
 			var buf bytes.Buffer
 			if err := policy.WriteSnapshot(&buf, m); err != nil {
 				return usageErrorf("render: %w", err)
 			}
-			if out == "" {
-				if _, err := cmd.OutOrStdout().Write(buf.Bytes()); err != nil {
-					return usageErrorf("render: %w", err)
-				}
-				return nil
-			}
-			if err := writeFileAtomic(out, buf.Bytes()); err != nil {
+			if _, err := cmd.OutOrStdout().Write(buf.Bytes()); err != nil {
 				return usageErrorf("render: %w", err)
 			}
 			return nil
@@ -70,8 +82,18 @@ func newRenderCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&target, "target", "", "what to render: "+strings.Join(renderTargets, ", "))
+	f.StringVarP(&output, "output", "o", "", "output format (snapshot: json, the default)")
 	f.StringVar(&out, "out", "", "write the output to `FILE` (atomically) instead of stdout")
 	return cmd
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // loadError reports the error schema.Load returned: policy problems are printed as findings (exit
@@ -85,29 +107,4 @@ func loadError(stderr io.Writer, cmdName string, err error) error {
 		fmt.Fprintln(stderr, p.String())
 	}
 	return findings()
-}
-
-// writeFileAtomic writes data to name through a temporary file in the same directory, so readers
-// never see a partial file.
-func writeFileAtomic(name string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
 }

@@ -3,17 +3,22 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 const rootLong = `rlctl manages rate-limit policies as code.
 
-Policies are CUE files in a Git repository. rlctl lints them, diffs two versions,
-replays access logs through the enforcement engine, renders Envoy and rate limit
-service configuration, and drives staged rollouts.
+Policies are CUE files in a Git repository. rlctl lints them, runs their unit tests,
+replays access logs through the enforcement engine, renders the snapshot that the
+rlctl-enforcer sidecar loads, and load-tests any Envoy rate limit service.
 
-Exit codes: 0 clean, 1 findings, 2 difference (diff --exit-code), 3 usage or tool error.`
+Planned, not yet here: diff (the semantic changes between two versions of a
+policy) and rollout (staged rollouts through pull requests).
+
+Exit codes: 0 clean, 1 findings, 3 usage or tool error; 2 is reserved for
+diff --exit-code (planned).`
 
 // Main runs rlctl with args and returns the process exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -43,9 +48,15 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	// Cobra reports bad flags through this hook; they are usage errors (exit 3).
+	// Cobra reports bad flags through this hook; they are usage errors (exit 3). Main prefixes
+	// every error with "rlctl: ", so the message names the subcommand alone: "rlctl: lint:
+	// unknown flag: --bogus", like every other error of the subcommand.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErrorf("%s: %w\nRun '%s --help' for usage.", c.CommandPath(), err, c.CommandPath())
+		hint := fmt.Sprintf("\nRun '%s --help' for usage.", c.CommandPath())
+		if name := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "); c != c.Root() {
+			return usageErrorf("%s: %w%s", name, err, hint)
+		}
+		return usageErrorf("%w%s", err, hint)
 	})
 	root.AddCommand(
 		newBenchCmd(),

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlctl/rlctl/journal"
+	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate"
 	"github.com/rlctl/rlctl/simulate/accesslog"
@@ -54,23 +56,38 @@ VALUE may end in %. Metrics: ` + "{{metrics}}" + `.
 Output (-o): table (default), json (schema rlctl.simulate/v1), markdown (a pull-request
 comment of at most 65,535 characters) or html (one self-contained page with SVG charts).
 
-Exit codes: 0 replayed within thresholds, 1 a --fail-if threshold was crossed, 3 usage or tool
-error (bad flag, unreadable log or policy, more than --max-bad bad lines).`
+Journal replay (--journal FILE, repeatable): instead of access logs, re-run the decisions an
+enforcer made (rlctl-enforcer --journal FILE) through the same engine code, fed with the store
+replies and times the journal recorded, and list every decision that comes out differently
+(file:line, key, rule, recorded and replayed). Each journal's config records name their policy
+by content hash: --policies and every --snapshot FILE (rlctl render --target snapshot) are the
+candidates. -o text (default) or json (schema rlctl.journal-replay/v1). Exit 1 when anything
+differs.
+
+Exit codes: 0 replayed within thresholds (or a journal replayed exactly), 1 a --fail-if
+threshold was crossed (or a journal decision differs), 3 usage or tool error (bad flag,
+unreadable log, journal or policy, more than --max-bad bad lines).`
 
 func newSimulateCmd() *cobra.Command {
 	var (
 		policies, logFormat, assign, latency, legitFile, domain, output, out string
-		logs, fields, failIf                                                 []string
+		logs, fields, failIf, journals, snapshots                            []string
 		gateways, natUsers, top                                              int
 		maxBad                                                               int64
 		seed                                                                 uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "simulate --log FILE [flags]",
+		Use:   "simulate (--log FILE | --journal FILE) [flags]",
 		Short: "Replay access logs through the engine and estimate false positives",
 		Long:  strings.Replace(simulateLong, "{{metrics}}", strings.Join(simulate.MetricNames(), ", "), 1),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(journals) > 0 {
+				if len(logs) > 0 {
+					return usageErrorf("simulate: --journal and --log replay different things: give one")
+				}
+				return replayJournals(cmd, journals, policies, cmd.Flags().Changed("policies"), snapshots, output)
+			}
 			if len(logs) == 0 {
 				return usageErrorf("simulate: no --log given")
 			}
@@ -160,7 +177,65 @@ func newSimulateCmd() *cobra.Command {
 	f.StringVar(&out, "out", "", "write the report to this file instead of stdout")
 	f.StringArrayVar(&failIf, "fail-if", nil, "exit 1 when METRIC OP VALUE holds, e.g. 'false_positive_rate>0.5%'")
 	f.Int64Var(&maxBad, "max-bad", 100, "bad lines tolerated before the run fails (-1: no limit)")
+	f.StringArrayVar(&journals, "journal", nil, "replay an enforcer's decision journal instead of logs (repeatable)")
+	f.StringArrayVar(&snapshots, "snapshot", nil, "with --journal: a policy snapshot the journals may name (repeatable)")
 	return cmd
+}
+
+// replayJournals runs simulate's journal mode. The models are --policies (unless only
+// snapshots were given) and every --snapshot.
+func replayJournals(cmd *cobra.Command, paths []string, policies string, policiesSet bool, snapshots []string, output string) error {
+	format := output
+	if format == "table" {
+		format = "text"
+	}
+	if format != "text" && format != "json" {
+		return usageErrorf("simulate: -o %q: want text or json with --journal", output)
+	}
+	var models []*policy.Model
+	if policiesSet || len(snapshots) == 0 {
+		m, err := schema.Load(policies)
+		if err != nil {
+			return usageErrorf("simulate: loading %s: %w", policies, err)
+		}
+		models = append(models, m)
+	}
+	for _, p := range snapshots {
+		m, err := readSnapshotFile(p)
+		if err != nil {
+			return usageErrorf("simulate: --snapshot %s: %w", p, err)
+		}
+		models = append(models, m)
+	}
+	var inputs []journal.Input
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return usageErrorf("simulate: %w", err)
+		}
+		defer f.Close()
+		inputs = append(inputs, journal.Input{Name: p, R: f})
+	}
+	r, err := journal.Replay(cmd.Context(), models, inputs)
+	if err != nil {
+		return usageErrorf("simulate: %w", err)
+	}
+	if err := journal.WriteReport(cmd.OutOrStdout(), r, format); err != nil {
+		return usageErrorf("simulate: %w", err)
+	}
+	if len(r.Mismatches) > 0 {
+		return findings()
+	}
+	return nil
+}
+
+func readSnapshotFile(path string) (*policy.Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return policy.ReadSnapshot(f)
 }
 
 func validOutput(o string) bool {

@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// This file holds what lets a LeaseManager run without locks for a single
+// goroutine, and the schedule that lets Sweep visit only the leases that are
+// due instead of every lease.
+
+// plainable is an int64 that is read and written atomically, except by a
+// single-goroutine manager's hit path, which uses v directly.
+type plainable struct {
+	_ [0]atomic.Int64 // 64-bit alignment on 32-bit platforms
+	v int64
+}
+
+func (p *plainable) Load() int64        { return atomic.LoadInt64(&p.v) }
+func (p *plainable) Swap(n int64) int64 { return atomic.SwapInt64(&p.v, n) }
+func (p *plainable) CompareAndSwap(old, n int64) bool {
+	return atomic.CompareAndSwapInt64(&p.v, old, n)
+}
+
+// lock takes l.mu unless the manager is single-goroutine.
+func (m *LeaseManager) lock(l *lease) {
+	if !m.single {
+		l.mu.Lock()
+	}
+}
+
+func (m *LeaseManager) unlock(l *lease) {
+	if !m.single {
+		l.mu.Unlock()
+	}
+}
+
+// now reads the Clock and remembers the latest reading for local hits.
+func (m *LeaseManager) now() int64 {
+	now := m.cfg.Clock.Now()
+	for {
+		seen := m.seen.Load()
+		if now <= seen || m.seen.CompareAndSwap(seen, now) {
+			return now
+		}
+	}
+}
+
+// notDue is the dueAt of a lease without a live entry in the heap.
+const notDue = math.MaxInt64
+
+// scheduleBy makes Sweep look at l at local time at (at its first run from
+// then on), unless it will sooner. The heap is lazy: an earlier time pushes a
+// new entry and makes the old one stale; a later one changes nothing, and
+// Sweep, finding nothing to do when the early entry comes due, pushes the
+// later time then. So a credit, which only ever puts the work later, costs
+// a comparison, and a lease renewed all the time is visited once per TTL.
+// Every live lease has one live entry (but while Sweep works on it).
+func (m *LeaseManager) scheduleBy(l *lease, at int64) {
+	if !m.single {
+		m.dueMu.Lock()
+		defer m.dueMu.Unlock()
+	}
+	if at < l.dueAt {
+		l.dueAt = at
+		m.due.push(dueEntry{at: at, l: l})
+	}
+}
+
+// popDue removes and returns the lease due soonest if it is due at now,
+// skipping stale entries; the lease then has no live entry.
+func (m *LeaseManager) popDue(now int64) *lease {
+	if !m.single {
+		m.dueMu.Lock()
+		defer m.dueMu.Unlock()
+	}
+	for len(m.due) > 0 && m.due[0].at <= now {
+		e := m.due.pop()
+		if e.at == e.l.dueAt {
+			e.l.dueAt = notDue
+			return e.l
+		}
+	}
+	return nil
+}
+
+// dueEntry asks Sweep to look at l at local time at.
+type dueEntry struct {
+	at int64
+	l  *lease
+}
+
+// dueHeap is a binary min-heap of entries by time. It is container/heap's
+// algorithm without the interface calls, and it compares times held in the
+// array, so sifting does not touch the leases.
+type dueHeap []dueEntry
+
+func (h *dueHeap) push(e dueEntry) {
+	*h = append(*h, e)
+	h.up(len(*h) - 1)
+}
+
+func (h *dueHeap) pop() dueEntry {
+	old := *h
+	n := len(old) - 1
+	e := old[0]
+	old[0] = old[n]
+	old[n] = dueEntry{}
+	*h = old[:n]
+	h.down(0)
+	return e
+}
+
+func (h dueHeap) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if h[i].at <= h[j].at {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (h dueHeap) down(i int) {
+	n := len(h)
+	for {
+		j := 2*i + 1
+		if j >= n {
+			return
+		}
+		if r := j + 1; r < n && h[r].at < h[j].at {
+			j = r
+		}
+		if h[i].at <= h[j].at {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+}

@@ -1,0 +1,88 @@
+package engine
+
+import "context"
+
+// This file holds the ways tokens reach a LeaseManager's local balance other
+// than a request's own synchronous take: prefetches below the low watermark,
+// and crediting what the store granted.
+
+// prefetch starts an asynchronous take topping the balance up to B, unless one
+// is in flight or the key is blocked.
+func (m *LeaseManager) prefetch(l *lease) {
+	if l.inflight.Load() || !l.inflight.CompareAndSwap(false, true) {
+		return
+	}
+	now := m.now()
+	m.lock(l)
+	if now < l.blocked || l.dead || m.closed.Load() {
+		m.calledOff(l)
+		return
+	}
+	l.observe(m, now)
+	want := l.size - l.balance.Load()
+	if want < 1 {
+		m.calledOff(l)
+		return
+	}
+	l.fetchWant, l.fetchLimits = want, l.limits
+	m.unlock(l)
+	m.fetches.Add(1)
+	m.cfg.Dispatcher.Go(l.fetch)
+}
+
+// calledOff ends a prefetch that prefetch decided not to send, and unlocks l.
+func (m *LeaseManager) calledOff(l *lease) {
+	l.inflight.Store(false)
+	if !l.dead {
+		m.settled(l)
+	}
+	m.unlock(l)
+}
+
+// runFetch is the prefetch that prefetch hands the Dispatcher.
+func (l *lease) runFetch(ctx context.Context) {
+	m := l.m
+	res, err := m.cfg.Store.Take(ctx, TakeRequest{Key: l.key, Limits: l.fetchLimits, Want: l.fetchWant, Min: 1, Now: m.storeNow(m.now())})
+	now := m.now()
+	m.lock(l)
+	switch {
+	case err != nil:
+		// The next request below the watermark tries again; one that
+		// finds the balance short goes to the store itself.
+		m.storeErrors.Add(1)
+	case res.Granted == 0:
+		l.replied = true
+		l.resetAt.Store(now + res.ResetAfter)
+		l.limiting.Store(int32(res.Limiting))
+		l.block(now, res.RetryAfter, 1)
+	default:
+		l.replied = true
+		l.resetAt.Store(now + res.ResetAfter)
+		l.limiting.Store(int32(res.Limiting))
+		m.credit(l, res.Granted, res.Now, now)
+	}
+	l.inflight.Store(false)
+	m.settled(l)
+	m.unlock(l)
+}
+
+// credit adds n granted tokens to l's balance, up to MaxLease, and gives
+// back the rest. The caller holds l.mu.
+func (m *LeaseManager) credit(l *lease, n, takenAt, now int64) {
+	l.takenAt = takenAt
+	l.expires = now + m.cfg.TTL
+	m.scheduleBy(l, l.expires) // a no-op unless a long block had put Sweep off
+	if m.closed.Load() {
+		m.giveBack(l, n, takenAt)
+		return
+	}
+	for {
+		b := l.balance.Load()
+		add := clamp(m.cfg.MaxLease-b, 0, n)
+		if l.balance.CompareAndSwap(b, b+add) {
+			l.credited += add
+			m.giveBack(l, n-add, takenAt)
+			return
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+// This file turns a compiled policy rule into what the engine enforces: its limits, its keys,
+// its lease settings and its fallback bucket. The enforcer decides with it and simulate and
+// journal replays re-run it, so all of them agree on every figure and every key.
+
+// RulePlan is a policy rule compiled for deciding requests. Build it with PlanRule; it is
+// immutable and safe for concurrent use.
+type RulePlan struct {
+	Domain string
+	Rule   *policy.Rule
+	// Limits are the limits of each of the rule's keys (RuleLimits): per shard when the rule
+	// is sub-sharded.
+	Limits []Limit
+	// Fallback caps a fail-open rule while the store is unavailable (FallbackLimits); nil
+	// admits everything.
+	Fallback []Limit
+	// Shards is the number of sub-shard keys, 0 when the rule is not sub-sharded.
+	Shards int
+	// Cost is what one request spends unless it says otherwise: the first limit's cost, at
+	// least 1.
+	Cost int64
+	// FailClosed denies while the store is unavailable.
+	FailClosed bool
+	// Lease holds the rule's lease settings (LeaseSettings); Store, Clock and Dispatcher are
+	// left for the caller.
+	Lease LeaseConfig
+}
+
+// PlanRule compiles rule r of domain. Its errors name the limit or setting at fault, not the
+// rule: callers add the rule and its position.
+func PlanRule(domain string, r *policy.Rule) (*RulePlan, error) {
+	limits, err := RuleLimits(r)
+	if err != nil {
+		return nil, err
+	}
+	fallback, err := FallbackLimits(r)
+	if err != nil {
+		return nil, err
+	}
+	return &RulePlan{
+		Domain: domain, Rule: r, Limits: limits, Fallback: fallback, Shards: ruleShards(r),
+		Cost: max(r.Limits[0].Cost, 1), FailClosed: r.FailureMode == policy.FailClosed,
+		Lease: LeaseSettings(r.Lease),
+	}, nil
+}
+
+// Override returns the limits of a descriptor that overrides the rule's limits with requests
+// per windowMs (Envoy's limit override): one limit of the rule's first algorithm. The key of
+// such a descriptor is its own.
+func (p *RulePlan) Override(requests, windowMs int64) []Limit {
+	return []Limit{{Algorithm: p.Limits[0].Algorithm, Requests: requests, Window: windowMs}}
+}
+
+// LimitOf converts a policy limit into the engine's and validates it. A burst equal to the
+// requests is the default, 0. When validation fails it returns the converted limit with the
+// error, so that a caller such as lint can explain the figures; an unknown algorithm gives the
+// zero Limit and ParseAlgorithm's error.
+func LimitOf(l policy.Limit) (Limit, error) {
+	alg, err := ParseAlgorithm(string(l.Algorithm))
+	if err != nil {
+		return Limit{}, err
+	}
+	el := Limit{Algorithm: alg, Requests: l.Requests, Window: l.WindowMs, Burst: l.Burst}
+	if el.Burst == el.Requests {
+		el.Burst = 0
+	}
+	return el, el.Validate()
+}
+
+// RuleLimits returns the limits the engine enforces on each key of rule r, in r's order: LimitOf
+// of every limit and, for a sub-sharded rule, each shard's share of it (Shard: 1/S of the
+// requests and of the burst). An error names the limit by its index.
+func RuleLimits(r *policy.Rule) ([]Limit, error) {
+	if len(r.Limits) == 0 {
+		return nil, errors.New("no limits")
+	}
+	out := make([]Limit, len(r.Limits))
+	for i, l := range r.Limits {
+		el, err := LimitOf(l)
+		if err != nil {
+			return nil, fmt.Errorf("limit %d: %w", i, err)
+		}
+		out[i] = el
+	}
+	return Shard(out, int64(ruleShards(r))), nil
+}
+
+// FallbackLimits returns the local token bucket that caps fail-open rule r while its store is
+// unavailable, or nil when r has none (it then admits everything). When the bucket is invalid it
+// returns it with the error, as LimitOf does.
+func FallbackLimits(r *policy.Rule) ([]Limit, error) {
+	if r.Fallback == nil {
+		return nil, nil
+	}
+	fb := []Limit{{Algorithm: TokenBucket, Requests: r.Fallback.Requests, Window: r.Fallback.WindowMs}}
+	if err := fb[0].Validate(); err != nil {
+		return fb, fmt.Errorf("fallback: %w", err)
+	}
+	return fb, nil
+}
+
+// LeaseSettings returns the LeaseConfig of a rule's lease settings, without Store, Clock and
+// Dispatcher: a low watermark in tokens is LowWater, one in percent LowWaterPercent, and zero
+// values take NewLeaseManager's defaults.
+func LeaseSettings(p policy.Lease) LeaseConfig {
+	return LeaseConfig{MinLease: p.Min, MaxLease: p.Max, Lookahead: p.LookaheadMs,
+		LowWaterPercent: p.LowWatermarkPercent, LowWater: p.LowWatermark, TTL: p.TTLMs}
+}
+
+// AppendRuleKey appends to dst the store key of a descriptor that rule r of domain matched, and
+// returns the extended slice. The key is AppendKey of the domain, the rule's name, then the key
+// and the value of every matched entry and, for a sub-sharded rule, "shard" and the shard that
+// the descriptor's trailing sub-shard entry picks (ShardOf its value; shard 0 when the
+// descriptor has no such entry). The enforcer, simulate and journal replays all build keys
+// here, so that one key names one bucket everywhere. It does not allocate when dst has room.
+func AppendRuleKey(dst []byte, domain string, r *policy.Rule, entries []policy.Entry) []byte {
+	dst = AppendKey(dst, domain, r.Name)
+	shards := ruleShards(r)
+	matched := entries
+	if shards > 0 && len(entries) > len(r.Match) {
+		matched = entries[:len(entries)-1]
+	}
+	for _, e := range matched {
+		dst = AppendKeyPart(AppendKeyPart(dst, e.Key), e.Value)
+	}
+	if shards > 0 {
+		shard := 0
+		if len(entries) > len(matched) {
+			shard = ShardOf(entries[len(entries)-1].Value, shards)
+		}
+		dst = AppendKeyPart(dst, "shard")
+		dst = strconv.AppendInt(append(dst, ':'), int64(shard), 10)
+	}
+	return dst
+}
+
+// AppendKeyPart appends one more part to a key that AppendKey or AppendRuleKey built: ':' and
+// the part, escaped as AppendKey escapes.
+func AppendKeyPart(dst []byte, part string) []byte {
+	return appendEscaped(append(dst, ':'), part)
+}
+
+// ruleShards is r's number of sub-shard keys, 0 when it is not sub-sharded.
+func ruleShards(r *policy.Rule) int {
+	if r.SubShards == nil || r.SubShards.Count < 2 {
+		return 0
+	}
+	return r.SubShards.Count
+}

@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+func TestLimitOf(t *testing.T) {
+	tests := []struct {
+		in      policy.Limit
+		want    Limit
+		wantErr bool
+	}{
+		{policy.Limit{Requests: 100, WindowMs: 1000, Burst: 100}, Limit{Requests: 100, Window: 1000}, false},
+		{policy.Limit{Requests: 100, WindowMs: 1000, Burst: 250, Algorithm: policy.TokenBucket}, Limit{Requests: 100, Window: 1000, Burst: 250}, false},
+		{policy.Limit{Requests: 5, WindowMs: 60_000, Algorithm: policy.SlidingWindow}, Limit{Algorithm: SlidingWindow, Requests: 5, Window: 60_000}, false},
+		{policy.Limit{Requests: 5, WindowMs: 60_000, Algorithm: policy.FixedWindow}, Limit{Algorithm: FixedWindow, Requests: 5, Window: 60_000}, false},
+		{policy.Limit{Requests: 5, WindowMs: 1000, Algorithm: "leaky_bucket"}, Limit{}, true},
+		// Invalid figures come back with the error, for lint to explain.
+		{policy.Limit{Requests: MaxExact, WindowMs: MaxExact, Algorithm: policy.FixedWindow}, Limit{Algorithm: FixedWindow, Requests: MaxExact, Window: MaxExact}, true},
+		{policy.Limit{Requests: 0, WindowMs: 1000}, Limit{Window: 1000}, true},
+	}
+	for i, tt := range tests {
+		got, err := LimitOf(tt.in)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("step %d: LimitOf(%+v) = %+v, %v; want %+v, error %v", i, tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestPlanRule(t *testing.T) {
+	r := &policy.Rule{Name: "hot", Match: []policy.Match{{Key: "tenant", Value: "big", Kind: policy.MatchExact}},
+		Limits:      []policy.Limit{{Requests: 1600, WindowMs: 1000, Burst: 3200, Cost: 2}, {Requests: 3, WindowMs: 1000, Algorithm: policy.FixedWindow}},
+		SubShards:   &policy.SubShards{Count: 16, Attribute: "ip"},
+		FailureMode: policy.FailClosed, Fallback: &policy.Rate{Requests: 10, WindowMs: 1000},
+		Lease: policy.Lease{Min: 5, Max: 200, LookaheadMs: 250, LowWatermark: 50, TTLMs: 2000}}
+	p, err := PlanRule("edge", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLimits := []Limit{{Requests: 100, Window: 1000, Burst: 200}, {Algorithm: FixedWindow, Requests: 1, Window: 1000}}
+	for i, want := range wantLimits {
+		if p.Limits[i] != want {
+			t.Errorf("limit %d: got %+v, want %+v", i, p.Limits[i], want)
+		}
+	}
+	if p.Shards != 16 || p.Cost != 2 || !p.FailClosed || p.Domain != "edge" || p.Rule != r {
+		t.Errorf("plan: got shards %d cost %d fail closed %v domain %q", p.Shards, p.Cost, p.FailClosed, p.Domain)
+	}
+	if want := (Limit{Requests: 10, Window: 1000}); len(p.Fallback) != 1 || p.Fallback[0] != want {
+		t.Errorf("fallback: got %+v, want [%+v]", p.Fallback, want)
+	}
+	if want := (LeaseConfig{MinLease: 5, MaxLease: 200, Lookahead: 250, LowWater: 50, TTL: 2000}); p.Lease != want {
+		t.Errorf("lease: got %+v, want %+v", p.Lease, want)
+	}
+	if got := p.Override(7, 60_000); len(got) != 1 || got[0] != (Limit{Requests: 7, Window: 60_000}) {
+		t.Errorf("override: got %+v", got)
+	}
+
+	bad := []*policy.Rule{
+		{Name: "none"},
+		{Name: "alg", Limits: []policy.Limit{{Requests: 1, WindowMs: 1000, Algorithm: "gcra"}}},
+		{Name: "fallback", Limits: []policy.Limit{{Requests: 1, WindowMs: 1000}}, Fallback: &policy.Rate{Requests: 0, WindowMs: 1000}},
+	}
+	for _, r := range bad {
+		if _, err := PlanRule("edge", r); err == nil {
+			t.Errorf("rule %s: no error", r.Name)
+		}
+	}
+}
+
+func TestAppendRuleKey(t *testing.T) {
+	plain := &policy.Rule{Name: "per-tenant", Match: []policy.Match{{Key: "tenant", Kind: policy.MatchAny}}}
+	sharded := &policy.Rule{Name: "hot", Match: []policy.Match{{Key: "tenant", Value: "big", Kind: policy.MatchExact}},
+		SubShards: &policy.SubShards{Count: 8, Attribute: "ip"}}
+	shard := ShardOf("10.0.0.7", 8)
+	tests := []struct {
+		r       *policy.Rule
+		entries []policy.Entry
+		want    string
+	}{
+		{plain, []policy.Entry{{Key: "tenant", Value: "acme"}}, "rl:edge:per-tenant:tenant:acme"},
+		{plain, []policy.Entry{{Key: "tenant", Value: "a:b{c}"}}, "rl:edge:per-tenant:tenant:a%3Ab%7Bc%7D"},
+		{sharded, []policy.Entry{{Key: "tenant", Value: "big"}, {Key: "ip", Value: "10.0.0.7"}}, Key("edge", "hot", "tenant", "big", "shard", string(rune('0'+shard)))},
+		{sharded, []policy.Entry{{Key: "tenant", Value: "big"}}, "rl:edge:hot:tenant:big:shard:0"},
+	}
+	for i, tt := range tests {
+		if got := string(AppendRuleKey(nil, "edge", tt.r, tt.entries)); got != tt.want {
+			t.Errorf("step %d: got %q, want %q", i, got, tt.want)
+		}
+	}
+	if got, want := string(AppendKeyPart([]byte("rl:edge"), "override=5/1000")), "rl:edge:override=5/1000"; got != want {
+		t.Errorf("AppendKeyPart: got %q, want %q", got, want)
+	}
+	buf := make([]byte, 0, 128)
+	ents := []policy.Entry{{Key: "tenant", Value: "big"}, {Key: "ip", Value: "10.0.0.7"}}
+	if n := testing.AllocsPerRun(100, func() { buf = AppendRuleKey(buf[:0], "edge", sharded, ents) }); n != 0 {
+		t.Errorf("AppendRuleKey allocates %v times", n)
+	}
+}

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Via says what decided a Verdict.
+type Via uint8
+
+// The sources of a Verdict. Their names are the journal's "via" values.
+const (
+	// ViaLease is a decision on tokens leased earlier, without I/O.
+	ViaLease Via = iota
+	// ViaStore is a synchronous store take.
+	ViaStore
+	// ViaShortCircuit is a denial without I/O: the store said the key is over its limit
+	// until an instant not yet reached, or the cost exceeds what the key can ever grant.
+	ViaShortCircuit
+	// ViaFallback is the rule's local fallback bucket, while the store is unavailable.
+	ViaFallback
+	// ViaFailOpen admits while the store is unavailable and the rule has no fallback bucket.
+	ViaFailOpen
+	// ViaFailClosed denies while the store is unavailable, or a request the engine rejects.
+	ViaFailClosed
+)
+
+var viaNames = [...]string{"lease", "store", "short_circuit", "fallback", "fail_open", "fail_closed"}
+
+// String returns v's journal name, for example "short_circuit".
+func (v Via) String() string {
+	if int(v) < len(viaNames) {
+		return viaNames[v]
+	}
+	return fmt.Sprintf("via(%d)", uint8(v))
+}
+
+// Verdict is a rule's answer for one key, before the rule's stage applies.
+type Verdict struct {
+	// Over reports that the request is over the limit.
+	Over bool
+	// Remaining is what the key can still grant, as far as the deciding party knows.
+	Remaining int64
+	// ResetMs is the time in ms until the limit is full again; when Over, until the request
+	// could succeed.
+	ResetMs int64
+	// RetryMs is, when Over, the time in ms to wait before retrying, at least 1.
+	RetryMs int64
+	Via     Via
+}
+
+// Unavailable is what Decide needs to answer while the store is unavailable.
+type Unavailable struct {
+	// Fallback holds the local fallback buckets of fail-open rules (an in-process Memory).
+	Fallback Store
+	// Now is the decision time in ms, for the fallback bucket; 0 means the fallback store's
+	// own clock.
+	Now int64
+	// RetryMs is the retry-after of a denial while the store is unavailable (the enforcer's
+	// circuit breaker cooldown, at least a second).
+	RetryMs int64
+}
+
+// Decide decides a request of cost tokens on key with lm, against limits (p.Limits, or a
+// descriptor's override). When lm cannot reach the store, p's failure mode decides: a
+// fail-closed rule denies, a fail-open one admits up to its fallback bucket in u.Fallback, or
+// everything when it has none. A request the engine rejects as malformed (ErrBadRequest: an
+// inexact override, a cost beyond the exact range) is denied, never admitted silently. The
+// error is the store's failure or the rejection that led to such a verdict, nil when the store
+// or the lease decided.
+func (p *RulePlan) Decide(ctx context.Context, lm *LeaseManager, key string, limits []Limit, cost int64, u Unavailable) (Verdict, error) {
+	d, err := lm.Take(ctx, key, limits, cost)
+	if err == nil {
+		// The lease manager does not say when the key is full again; a limit's refill time
+		// is an upper bound.
+		v := Verdict{Over: !d.OK, Remaining: d.Remaining, ResetMs: limits[0].RefillMs(), Via: ViaStore}
+		if d.Local {
+			v.Via = ViaLease
+		}
+		if v.Over {
+			if d.Local {
+				v.Via = ViaShortCircuit
+			}
+			v.RetryMs = d.RetryAfter
+			if v.RetryMs == Never || v.RetryMs <= 0 {
+				v.RetryMs = v.ResetMs
+			}
+			v.ResetMs = v.RetryMs
+		}
+		return v, nil
+	}
+	if errors.Is(err, ErrBadRequest) {
+		return Verdict{Over: true, RetryMs: 1000, Via: ViaFailClosed}, err
+	}
+	switch {
+	case p.FailClosed:
+		return Verdict{Over: true, ResetMs: u.RetryMs, RetryMs: u.RetryMs, Via: ViaFailClosed}, err
+	case p.Fallback != nil:
+		fb, ferr := u.Fallback.Take(ctx, TakeRequest{Key: key, Limits: p.Fallback, Want: cost, Min: cost, Now: u.Now})
+		if ferr != nil || fb.Granted == 0 {
+			return Verdict{Over: true, ResetMs: fb.ResetAfter, RetryMs: max(fb.RetryAfter, 1), Via: ViaFallback}, err
+		}
+		return Verdict{Remaining: fb.Remaining, ResetMs: fb.ResetAfter, Via: ViaFallback}, err
+	default:
+		return Verdict{Via: ViaFailOpen}, err
+	}
+}

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+// downStore fails every call, like a store that is unreachable.
+type downStore struct{ err error }
+
+func (d downStore) Take(context.Context, TakeRequest) (Result, error) { return Result{}, d.err }
+func (d downStore) Return(context.Context, ReturnRequest) error       { return d.err }
+
+func TestDecide(t *testing.T) {
+	const now = int64(1_000_000)
+	clock := ClockFunc(func() int64 { return now })
+	rule := func(fm policy.FailureMode, fb *policy.Rate) *RulePlan {
+		p, err := PlanRule("edge", &policy.Rule{Name: "r", Limits: []policy.Limit{{Requests: 2, WindowMs: 1000}},
+			FailureMode: fm, Fallback: fb, Lease: policy.Lease{Min: 1, Max: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	down := downStore{errors.New("connection refused")}
+	tests := []struct {
+		name  string
+		plan  *RulePlan
+		store Store
+		cost  int64
+		want  []Verdict // successive requests on one key
+	}{
+		{"store then short-circuit", rule(policy.FailOpen, nil), NewMemory(clock), 1, []Verdict{
+			{Remaining: 1, ResetMs: 1000, Via: ViaStore},
+			{Remaining: 0, ResetMs: 1000, Via: ViaStore},
+			{Over: true, ResetMs: 500, RetryMs: 500, Via: ViaStore},
+			{Over: true, ResetMs: 500, RetryMs: 500, Via: ViaShortCircuit},
+		}},
+		{"cost over capacity", rule(policy.FailOpen, nil), NewMemory(clock), 3, []Verdict{
+			{Over: true, ResetMs: 1000, RetryMs: 1000, Via: ViaShortCircuit},
+		}},
+		{"bad cost", rule(policy.FailOpen, nil), NewMemory(clock), 0, []Verdict{
+			{Over: true, RetryMs: 1000, Via: ViaFailClosed},
+		}},
+		{"fail closed", rule(policy.FailClosed, nil), down, 1, []Verdict{
+			{Over: true, ResetMs: 3000, RetryMs: 3000, Via: ViaFailClosed},
+		}},
+		{"fail open", rule(policy.FailOpen, nil), down, 1, []Verdict{{Via: ViaFailOpen}, {Via: ViaFailOpen}}},
+		{"fallback", rule(policy.FailOpen, &policy.Rate{Requests: 1, WindowMs: 1000}), down, 1, []Verdict{
+			{ResetMs: 1000, Via: ViaFallback},
+			{Over: true, ResetMs: 1000, RetryMs: 1000, Via: ViaFallback},
+		}},
+	}
+	for _, tt := range tests {
+		lm, err := NewLeaseManager(LeaseConfig{Store: tt.store, Clock: clock, MinLease: 1, MaxLease: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := Unavailable{Fallback: NewMemory(nil), Now: now, RetryMs: 3000}
+		for i, want := range tt.want {
+			got, err := tt.plan.Decide(context.Background(), lm, "rl:edge:r", tt.plan.Limits, tt.cost, u)
+			if got != want {
+				t.Errorf("%s: step %d: got %+v (%v), want %+v", tt.name, i, got, err, want)
+			}
+			if fromStore := got.Via == ViaLease || got.Via == ViaStore || got.Via == ViaShortCircuit; fromStore != (err == nil) {
+				t.Errorf("%s: step %d: via %v with error %v", tt.name, i, got.Via, err)
+			}
+		}
+	}
+}
+
+func TestViaString(t *testing.T) {
+	want := []string{"lease", "store", "short_circuit", "fallback", "fail_open", "fail_closed"}
+	for i, w := range want {
+		if got := Via(i).String(); got != w {
+			t.Errorf("Via(%d): got %q, want %q", i, got, w)
+		}
+	}
+}

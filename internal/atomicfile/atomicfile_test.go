@@ -1,0 +1,70 @@
+package atomicfile
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.json")
+	for _, content := range []string{"first\n", "second\n"} {
+		if err := Write(path, func(w io.Writer) error { _, err := io.WriteString(w, content); return err }); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != content {
+			t.Fatalf("got %q, %v, want %q", got, err, content)
+		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("got mode %v, %v, want 0644", fi.Mode(), err)
+	}
+}
+
+func TestWriteErrors(t *testing.T) {
+	dir := t.TempDir()
+	failing := errors.New("encoder failed")
+	tests := []struct {
+		name  string
+		path  string
+		write func(io.Writer) error
+		want  string
+		is    error
+	}{
+		{"missing directory", filepath.Join(dir, "nope", "x.json"), nil,
+			filepath.Join(dir, "nope", "x.json") + ": cannot create a file in " + filepath.Join(dir, "nope") + ": no such file or directory", fs.ErrNotExist},
+		{"directory", dir, nil, dir + ": is a directory", nil},
+		{"writer fails", filepath.Join(dir, "y.json"), func(io.Writer) error { return failing }, filepath.Join(dir, "y.json") + ": encoder failed", failing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := tt.write
+			if w == nil {
+				w = func(io.Writer) error { return nil }
+			}
+			err := Write(tt.path, w)
+			var e *Error
+			if !errors.As(err, &e) || err.Error() != tt.want {
+				t.Fatalf("got %v, want %s", err, tt.want)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("got %v, want it to wrap %v", err, tt.is)
+			}
+			if strings.Contains(err.Error(), ".tmp") {
+				t.Errorf("got %v, which names the temporary file", err)
+			}
+		})
+	}
+	// Nothing is left behind.
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		t.Errorf("got %s left in the directory, want nothing", e.Name())
+	}
+}

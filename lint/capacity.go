@@ -1,0 +1,46 @@
+package lint
+
+import (
+	"fmt"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/policy"
+)
+
+// This file holds the checks of figures that keep a rule from working as written: a cost above
+// what a bucket can ever hold (RL016) and a low watermark above the largest lease (RL017).
+
+// checkCostCapacity reports a limit whose cost is above its capacity (RL016): a request needs more
+// tokens than the bucket (or window) can ever hold, so every request is rejected. A sub-sharded
+// rule's capacity is each shard's share, as the engine enforces it (engine.Shard).
+func checkCostCapacity(_ *policy.Domain, r *policy.Rule, e *emitter) {
+	for i, l := range r.Limits {
+		el, err := engine.LimitOf(l)
+		if err != nil {
+			continue // RL004 or the model's own validation reports it
+		}
+		what := "requests per window"
+		if el.Algorithm == engine.TokenBucket {
+			what = "burst"
+		}
+		capacity := el.Capacity()
+		if r.SubShards != nil && r.SubShards.Count >= 2 {
+			capacity = engine.Shard([]engine.Limit{el}, int64(r.SubShards.Count))[0].Capacity()
+			what = fmt.Sprintf("%s / %d sub_shards", what, r.SubShards.Count)
+		}
+		if l.Cost > capacity {
+			e.at(l.Pos, r, "%s: cost %d is above the capacity %d (%s), so every request is rejected",
+				limitName(r, i), l.Cost, capacity, what)
+		}
+	}
+}
+
+// checkLowWatermark reports a low watermark, in tokens, above the largest lease (RL017): a lease
+// never lifts the local balance above it, so every request prefetches another lease and leasing
+// saves no store calls.
+func checkLowWatermark(_ *policy.Domain, r *policy.Rule, e *emitter) {
+	if l := r.Lease; l.LowWatermark > l.Max {
+		e.at(r.Pos, r, "lease low_watermark %d tokens is above lease max %d: the local balance is always below it, so every request prefetches a lease",
+			l.LowWatermark, l.Max)
+	}
+}

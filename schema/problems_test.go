@@ -1,0 +1,105 @@
+package schema
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+// TestLoadProblems loads one-file policies that must not load, each with one problem: its
+// message, position (line:col), path and check name.
+func TestLoadProblems(t *testing.T) {
+	const head = "package policies\n\ndomains: d: {\n\tsources: tenant_id: {kind: \"header\", header: \"x-tenant-id\"}\n"
+	rule := func(extra string) string {
+		return head + "\trules: r: {\n\t\tmatch: [{key: \"tenant_id\"}]\n\t\tlimits: [{requests: 10, window: \"1s\"}]\n\t\t" + extra + "\n\t}\n}\n"
+	}
+	tests := []struct {
+		name, src string
+		msg       string // a substring of the message
+		at        string // line:col
+		path      string
+		check     string
+	}{
+		{"zero window", strings.Replace(rule(""), `window: "1s"`, `window: "0s"`, 1),
+			"window 0s is out of range: a window runs from 1s to 365d", "7:27", "domains.d.rules.r.limits.0.window", ""},
+		{"zero window in ms", strings.Replace(rule(""), `window: "1s"`, `window: "0ms"`, 1),
+			"window 0ms is out of range", "7:27", "domains.d.rules.r.limits.0.window", ""},
+		{"zero fallback window", rule(`failure: {mode: "open", fallback: {requests: 5, window: "0ms"}}`),
+			"window 0ms is out of range", "8:51", "domains.d.rules.r.failure.fallback.window", ""},
+		{"zero store timeout", rule(`store_timeout: "0ms"`),
+			"duration must be above zero", "8:18", "domains.d.rules.r.store_timeout", ""},
+		{"zero lease ttl", rule(`lease: ttl: "0s"`),
+			"duration must be above zero", "8:15", "domains.d.rules.r.lease.ttl", ""},
+		{"zero lease lookahead", rule(`lease: lookahead: "0ms"`),
+			"duration must be above zero", "8:21", "domains.d.rules.r.lease.lookahead", ""},
+		{"zero rls timeout", strings.Replace(rule(""), "domains: d: {\n", "domains: d: {\n\tgateway: rls_timeout: \"0ms\"\n", 1),
+			"duration must be above zero", "4:24", "domains.d.gateway.rls_timeout", ""},
+		{"lease max below the default min", rule(`lease: {max: 3}`),
+			"lease min 5 is above lease max 3", "5:9", "domains.d.rules.r.lease", "lease-bounds"},
+		{"lease min from the domain's defaults", strings.Replace(rule(`lease: {max: 20}`), "\trules:", "\tdefaults: lease: min: 50\n\trules:", 1),
+			"lease min 50 is above lease max 20", "6:9", "domains.d.rules.r.lease", "lease-bounds"},
+		{"canary without percent", rule(`stage: {name: "canary", since: "2025-01-01"}`),
+			"field is required but not present", "8:3", "domains.d.rules.r.stage.percent", "canary-percent"},
+		{"canary percent out of range", rule(`stage: {name: "canary", percent: 0, since: "2025-01-01"}`),
+			"canary percent must be a whole number from 1 to 100", "8:36", "domains.d.rules.r.stage.percent", "canary-percent"},
+		{"impossible date", rule(`stage: {name: "shadow", since: "2025-02-31"}`),
+			`since "2025-02-31" is not a calendar date`, "8:27", "domains.d.rules.r.stage.since", ""},
+		{"bad domain name", strings.Replace(rule(""), "domains: d:", `domains: "1st":`, 1),
+			`domain name "1st" must start with a letter or '_'`, "3:10", `domains."1st"`, ""},
+		{"bad source name", strings.Replace(rule(""), "\trules:", "\tsources: \"tenant id\": {kind: \"header\", header: \"x-t\"}\n\trules:", 1),
+			`source name "tenant id" must start`, "5:11", `domains.d.sources."tenant id"`, ""},
+		{"bad region name", rule(`regions: {"us east": 100}`),
+			`region name "us east" must start`, "8:13", `domains.d.rules.r.regions."us east"`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "p.cue")
+			if err := os.WriteFile(file, []byte(tt.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(dir)
+			var probs Problems
+			if !errors.As(err, &probs) {
+				t.Fatalf("got %v, want Problems", err)
+			}
+			if len(probs) != 1 {
+				t.Fatalf("got %d problems, want 1:\n%v", len(probs), probs)
+			}
+			p := probs[0]
+			if !strings.Contains(p.Message, tt.msg) {
+				t.Errorf("got message %q, want it to contain %q", p.Message, tt.msg)
+			}
+			if got, want := p.Pos.String(), file+":"+tt.at; got != want {
+				t.Errorf("got position %s, want %s", got, want)
+			}
+			if p.Path != tt.path || p.Check != tt.check {
+				t.Errorf("got path %q check %q, want %q %q", p.Path, p.Check, tt.path, tt.check)
+			}
+		})
+	}
+}
+
+// TestLoadEmptySlices: a domain without rules has "rules": [] in its snapshot, not null.
+func TestLoadEmptySlices(t *testing.T) {
+	dir := t.TempDir()
+	src := "package policies\n\ndomains: d: sources: tenant_id: {kind: \"header\", header: \"x-tenant-id\"}\n"
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := policy.WriteSnapshot(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"rules": []`) || strings.Contains(b.String(), "null") {
+		t.Errorf("got snapshot\n%s\nwant \"rules\": [] and no null", b.String())
+	}
+}
