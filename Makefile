@@ -33,9 +33,14 @@ demo: build
 redis:
 	@./scripts/ensure-redis.sh
 
+# The contract tests print the figures the issues name (differential: ops=N mismatches=M,
+# journal: decisions=N mismatches=M); they run verbosely on their own so the lines show.
+CONTRACT_TESTS := ^(TestRedisMatchesModel|TestRedisClusterMatchesModel|TestJournalReplay)$$
+
 test: redis
 	$(GO) vet ./...
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -skip '$(CONTRACT_TESTS)' ./...
+	$(GO) test -count=1 -v -run '$(CONTRACT_TESTS)' ./engine ./enforcer
 
 bench: redis
 	$(GO) test -run '^$$' -bench . -benchmem ./...
