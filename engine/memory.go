@@ -32,10 +32,11 @@ type memShard struct {
 }
 
 type memEntry struct {
-	slots  []slot
-	last   int64 // latest request time seen, ms
-	expire int64 // ms; the state is gone from this instant on
-	inline [2]slot
+	slots   []slot
+	last    int64 // latest request time seen, ms
+	expire  int64 // ms; the state is gone from this instant on
+	dropped bool  // removed from the map by Expire; a MemoryHandle looks the key up again
+	inline  [2]slot
 }
 
 // ErrNoClock is returned by a store asked to use its own clock (Now ≤ 0) when
@@ -132,6 +133,7 @@ func (m *Memory) Expire(now int64) int {
 		m.lockShard(sh)
 		for k, e := range sh.m {
 			if now >= e.expire {
+				e.dropped = true
 				delete(sh.m, k)
 				dropped++
 			}
@@ -213,13 +215,19 @@ func (sh *memShard) entry(key string, clone bool, n int, now int64) *memEntry {
 			key = strings.Clone(key)
 		}
 		sh.m[key] = e
-	} else if now >= e.expire {
+	}
+	e.renew(n, now)
+	return e
+}
+
+// renew makes e fresh when it has expired at now, and gives it room for n limits.
+func (e *memEntry) renew(n int, now int64) {
+	if now >= e.expire {
 		e.slots, e.last, e.expire = e.slots[:0], 0, 0
 	}
 	for len(e.slots) < n {
 		e.slots = append(e.slots, slot{})
 	}
-	return e
 }
 
 // touch renews the TTL from the latest time the key has seen: a clock that

@@ -28,11 +28,18 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, g int) error
 	ks.lastMs = now
 
 	p := rs.plan
-	dec, err := rs.gateway[g].mgr.Take(s.ctx, ks.key, p.Limits, p.Cost)
+	if len(ks.leases) <= g {
+		ks.leases = append(ks.leases, make([]engine.LeaseHandle, len(s.gateways)-len(ks.leases))...)
+	}
+	lh := &ks.leases[g]
+	if lh.Key() == "" {
+		*lh = rs.gateway[g].mgr.Handle(ks.key, p.Limits)
+	}
+	dec, err := lh.Take(s.ctx, p.Cost)
 	if err != nil {
 		return fmt.Errorf("simulate: rule %s/%s: %w", p.Domain, rs.rule.Name, err)
 	}
-	ideal, err := s.ideal.Take(s.ctx, engine.TakeRequest{Key: ks.key, Limits: p.Limits, Want: p.Cost, Min: p.Cost, Now: now})
+	ideal, err := ks.ideal.Take(p.Cost, p.Cost, now)
 	if err != nil {
 		return fmt.Errorf("simulate: rule %s/%s: ideal: %w", p.Domain, rs.rule.Name, err)
 	}
@@ -73,6 +80,7 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, g int) error
 // newKey describes a new rate-limit key for reports.
 func (s *Simulator) newKey(ds *domainSim, rs *ruleSim, shape []int) *keyState {
 	ks := &keyState{key: string(s.keyBuf)}
+	ks.ideal = s.ideal.Handle(ks.key, rs.plan.Limits)
 	var b strings.Builder
 	for n, i := range shape {
 		src := ds.d.Sources[i]

@@ -37,9 +37,11 @@ const batchSize = 512
 
 // batch carries parsed records from the reading goroutine to the replaying one.
 type batch struct {
-	recs []accesslog.Record
-	n    int
-	err  error // a read error that ends the run
+	recs  []accesslog.Record
+	preps []prepared
+	n     int
+	err   error  // a read error that ends the run
+	arena []byte // the lines the records' strings view (accesslog.Reader.ReadArena)
 }
 
 // Run replays inputs in order and returns the report. Parsing runs on its own goroutine,
@@ -63,13 +65,15 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	full := make(chan *batch, 4)
 	free := make(chan *batch, 6)
 	for i := 0; i < 6; i++ {
-		free <- &batch{recs: make([]accesslog.Record, batchSize)}
+		free <- &batch{recs: make([]accesslog.Record, batchSize), preps: make([]prepared, batchSize)}
 	}
 	var bad []report.BadLine
 	var badCount int64
 	go func() {
 		defer close(full)
-		err := readAll(ctx, inputs, opts, free, full, func(le *accesslog.LineError) error {
+		rb := newRequestBuilder()
+		prep := func(b *batch) { sim.prepare(&b.preps[b.n], rb, &b.recs[b.n]) }
+		err := readAll(ctx, inputs, opts, free, full, prep, func(le *accesslog.LineError) error {
 			badCount++
 			if len(bad) < cfg.BadSamples {
 				bad = append(bad, report.BadLine{File: le.File, Line: le.Line, Error: le.Err.Error(), Text: le.Text})
@@ -95,7 +99,7 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 		}
 		if runErr == nil {
 			for i := 0; i < b.n; i++ {
-				if err := sim.Replay(&b.recs[i]); err != nil {
+				if err := sim.replayPrepared(&b.recs[i], &b.preps[i]); err != nil {
 					runErr = err
 					cancel()
 					break
@@ -129,11 +133,12 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 
 // readAll parses inputs into batches.
 func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <-chan *batch, full chan<- *batch,
-	onBad func(*accesslog.LineError) error) error {
+	prepare func(*batch), onBad func(*accesslog.LineError) error) error {
 	var b *batch
 	get := func() bool {
 		select {
 		case b = <-free:
+			b.arena = b.arena[:0] // the replay is done with the batch's records
 			return true
 		case <-ctx.Done():
 			return false
@@ -149,7 +154,7 @@ func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <
 		}
 		for {
 			rec := &b.recs[b.n]
-			err := rd.Read(rec)
+			err := rd.ReadArena(rec, &b.arena)
 			if err == io.EOF {
 				break
 			}
@@ -163,6 +168,7 @@ func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <
 			if err != nil {
 				return err
 			}
+			prepare(b)
 			b.n++
 			if b.n == len(b.recs) {
 				select {

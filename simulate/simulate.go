@@ -57,6 +57,7 @@ type Simulator struct {
 	nextTick int64 // ms of the next housekeeping tick
 	ticks    int64
 	rb       *requestBuilder
+	prep     prepared // Replay's
 	nat      natTracker
 	legit    map[string]bool
 
@@ -96,7 +97,8 @@ func New(cfg Config) (*Simulator, error) {
 			{Key: "subnet", Kind: policy.SourceRemoteAddress, Mask: policy.MaskSubnet}},
 	}
 	clock := engine.ClockFunc(func() int64 { return s.nowUs / 1000 })
-	s.store, s.ideal = engine.NewMemory(clock), engine.NewMemory(clock)
+	// Everything runs on the replay goroutine: requests, the events the dispatcher queues, Sweep.
+	s.store, s.ideal = engine.NewSingleGoroutineMemory(clock), engine.NewSingleGoroutineMemory(clock)
 	for _, v := range cfg.Legit {
 		s.legit[v] = true
 	}
@@ -151,6 +153,7 @@ func (s *Simulator) addGatewayErr(name string) (int, error) {
 	for _, rs := range s.rules {
 		lc := rs.plan.Lease
 		lc.Store, lc.Clock, lc.Dispatcher = meteredStore{s: s, inner: s.store, rs: rs}, clock, dispatch
+		lc.SingleGoroutine = true
 		mgr, err := engine.NewLeaseManager(lc)
 		if err != nil {
 			return 0, fmt.Errorf("simulate: rule %s/%s: %w", rs.plan.Domain, rs.rule.Name, err)
@@ -226,6 +229,55 @@ func (s *Simulator) tick() error {
 
 // Replay runs one record through the virtual fleet and the ideal engine.
 func (s *Simulator) Replay(rec *accesslog.Record) error {
+	s.prepare(&s.prep, s.rb, rec)
+	return s.replayPrepared(rec, &s.prep)
+}
+
+// prepared is what the simulator needs of a record's request: the descriptor values of each
+// domain's sources and the user and addresses the shared-NAT check counts. It is a pure function
+// of the record, so Run works it out on the reading goroutine, beside the replay.
+type prepared struct {
+	values [][]string // per domain, per source
+	oks    [][]bool
+	user   string    // JWT subject, else TLS fingerprint; "" when none
+	addrs  [2]string // the whole address and its subnet (addrSrc)
+	addrOK [2]bool
+}
+
+// prepare fills p for rec, building the request with rb. It reads only what New set up, so
+// it may run on another goroutine than the replay.
+func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Record) {
+	req := rb.build(rec)
+	p.user = req.Claims["sub"]
+	if p.user != "" {
+		p.user = "sub:" + p.user
+	} else if fp := req.Headers["x-ja4"]; fp != "" {
+		p.user = "fp:" + fp
+	} else if fp := req.Headers["x-ja3"]; fp != "" {
+		p.user = "fp:" + fp
+	}
+	for i, src := range s.addrSrc {
+		p.addrOK[i] = false
+		if p.user != "" {
+			e, ok := src.Entry(req)
+			p.addrs[i], p.addrOK[i] = e.Value, ok
+		}
+	}
+	for len(p.values) < len(s.domains) {
+		p.values, p.oks = append(p.values, nil), append(p.oks, nil)
+	}
+	for di, ds := range s.domains {
+		vs, oks := p.values[di][:0], p.oks[di][:0]
+		for _, src := range ds.d.Sources {
+			e, ok := src.Entry(req)
+			vs, oks = append(vs, e.Value), append(oks, ok)
+		}
+		p.values[di], p.oks[di] = vs, oks
+	}
+}
+
+// replayPrepared runs rec, prepared as p, through the virtual fleet and the ideal engine.
+func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
 	t := rec.TimeMs
 	if !s.started {
 		s.started, s.startMs, s.nowUs, s.nextTick = true, t, t*1000, t
@@ -238,12 +290,16 @@ func (s *Simulator) Replay(rec *accesslog.Record) error {
 		return err
 	}
 	s.requests++
-	req := s.rb.build(rec)
-	s.seeUser(req)
+	// The request's user behind its address and subnet, for the shared-NAT check.
+	for i := range p.addrs {
+		if p.addrOK[i] {
+			s.nat.see(p.addrs[i], p.user)
+		}
+	}
 	g := s.assign.pick(s, rec)
 	matched := false
-	for _, ds := range s.domains {
-		m, err := s.replayDomain(ds, req, g)
+	for di, ds := range s.domains {
+		m, err := s.replayDomain(ds, p.values[di], p.oks[di], g)
 		if err != nil {
 			return err
 		}
@@ -255,35 +311,9 @@ func (s *Simulator) Replay(rec *accesslog.Record) error {
 	return nil
 }
 
-// seeUser records the request's user (JWT subject, else TLS fingerprint) behind its address
-// and subnet.
-func (s *Simulator) seeUser(req policy.Request) {
-	user := req.Claims["sub"]
-	if user != "" {
-		user = "sub:" + user
-	} else if fp := req.Headers["x-ja4"]; fp != "" {
-		user = "fp:" + fp
-	} else if fp := req.Headers["x-ja3"]; fp != "" {
-		user = "fp:" + fp
-	}
-	if user == "" {
-		return
-	}
-	for _, src := range s.addrSrc {
-		if e, ok := src.Entry(req); ok {
-			s.nat.see(e.Value, user)
-		}
-	}
-}
-
-func (s *Simulator) replayDomain(ds *domainSim, req policy.Request, g int) (bool, error) {
-	n := len(ds.d.Sources)
-	s.values, s.oks = s.values[:0], s.oks[:0]
-	for _, src := range ds.d.Sources {
-		e, ok := src.Entry(req)
-		s.values, s.oks = append(s.values, e.Value), append(s.oks, ok)
-	}
-	_ = n
+// replayDomain decides the rules that ds's source values select.
+func (s *Simulator) replayDomain(ds *domainSim, values []string, oks []bool, g int) (bool, error) {
+	s.values, s.oks = values, oks
 	matched := false
 	for _, shape := range ds.shapes {
 		s.entries = s.entries[:0]

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/report"
 )
@@ -36,6 +37,10 @@ type keyState struct {
 	denials  int64
 	legit    int64
 	lastMs   int64
+	// The key resolved once in the engines: its lease on each gateway (zero until the gateway
+	// first sees it) and its ideal bucket.
+	leases []engine.LeaseHandle
+	ideal  engine.MemoryHandle
 }
 
 func newRuleStats(domain string, r *policy.Rule) *ruleStats {

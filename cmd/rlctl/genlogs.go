@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"time"
 
+	"github.com/rlctl/rlctl/internal/atomicfile"
 	"github.com/rlctl/rlctl/simulate/traffic"
 	"github.com/spf13/cobra"
 )
@@ -54,22 +54,13 @@ func newGenLogsCmd() *cobra.Command {
 				}
 				cfg.Start = t
 			}
-			var w io.Writer = cmd.OutOrStdout()
 			if out != "" && out != "-" {
-				f, err := os.Create(out)
-				if err != nil {
-					return usageErrorf("gen-logs: %w", err)
-				}
-				defer f.Close()
-				w = f
-				if err := traffic.Write(w, cfg); err != nil {
-					return usageErrorf("gen-logs: %w", err)
-				}
-				if err := f.Close(); err != nil {
-					return usageErrorf("gen-logs: %w", err)
+				if err := atomicfile.Write(out, func(w io.Writer) error { return traffic.Write(w, cfg) }); err != nil {
+					return usageErrorf("gen-logs: --out %w", err)
 				}
 				return nil
 			}
+			w := cmd.OutOrStdout()
 			if err := traffic.Write(w, cfg); err != nil {
 				return usageErrorf("gen-logs: %w", err)
 			}

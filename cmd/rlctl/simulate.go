@@ -3,13 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/rlctl/rlctl/internal/atomicfile"
 	"github.com/rlctl/rlctl/journal"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/schema"
@@ -151,7 +151,12 @@ func newSimulateCmd() *cobra.Command {
 			}
 			r.Policies = policies
 			simulate.Evaluate(r, ths)
-			if err := writeReport(cmd.OutOrStdout(), out, output, r); err != nil {
+			if out != "" && out != "-" {
+				err = atomicfile.Write(out, func(w io.Writer) error { return report.Write(w, r, output) })
+				if err != nil {
+					return usageErrorf("simulate: --out %w", err)
+				}
+			} else if err := report.Write(cmd.OutOrStdout(), r, output); err != nil {
 				return usageErrorf("simulate: %w", err)
 			}
 			if r.Failed {
@@ -338,20 +343,4 @@ func startProgress(stderr io.Writer, _ []simulate.Input, total int64) (stop func
 		_ = bar.Finish()
 		_ = bar.Clear()
 	}
-}
-
-// writeReport writes r to path (stdout when empty or "-").
-func writeReport(stdout io.Writer, path, format string, r *report.Report) error {
-	if path == "" || path == "-" {
-		return report.Write(stdout, r, format)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := report.Write(f, r, format); err != nil {
-		f.Close()
-		return err
-	}
-	return errors.Join(f.Close())
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -244,4 +245,48 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadArenaMatchesRead reads the same log with Read and with ReadArena into one small reused
+// arena (so lines spill into new buffers): the records must be equal, and records read into
+// the arena before it was reused must not change while later lines are read.
+func TestReadArenaMatchesRead(t *testing.T) {
+	var log strings.Builder
+	for i := 0; i < 50; i++ {
+		fmt.Fprintf(&log, `{"start_time":"2024-05-01T12:00:%02d.5Z","method":"GET","path":"/p/%d","x-tenant-id":"t\u00e9%d"}`+"\n", i, i, i)
+	}
+	opts := Options{Headers: []string{"x-tenant-id"}}
+	plain, err := NewReader("a", strings.NewReader(log.String()), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arenaRd, err := NewReader("a", strings.NewReader(log.String()), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arena := make([]byte, 0, 300)
+	var batch []Record
+	for i := 0; ; i++ {
+		var want, got Record
+		errW := plain.Read(&want)
+		errG := arenaRd.ReadArena(&got, &arena)
+		if errW != errG {
+			t.Fatalf("record %d: ReadArena error %v, Read %v", i, errG, errW)
+		}
+		if errW == io.EOF {
+			break
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("record %d: ReadArena %+v, Read %+v", i, got, want)
+		}
+		batch = append(batch, got)
+		if len(batch) == 4 {
+			for j, r := range batch {
+				if wantPath := fmt.Sprintf("/p/%d", i-3+j); r.Path != wantPath {
+					t.Fatalf("record %d changed before the arena was reused: path %q, want %q", i-3+j, r.Path, wantPath)
+				}
+			}
+			batch, arena = batch[:0], arena[:0]
+		}
+	}
 }

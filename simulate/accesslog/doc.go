@@ -7,8 +7,9 @@
 // continues with the next line; any other error ends the read.
 //
 // A Record's strings are substrings of one string per line, so reading a line costs one
-// allocation plus one per escaped JSON value. Callers that keep a value beyond the record (a map
-// key, say) and care about memory should strings.Clone it.
+// allocation plus one per escaped JSON value; with Reader.ReadArena they view a buffer the caller
+// reuses, and the line costs none. Callers that keep a value beyond the record (a map key, say)
+// should strings.Clone it: for memory, and with ReadArena for correctness.
 package accesslog
 
 // Record is one request from an access log. Missing values are empty (Envoy's "-" reads as

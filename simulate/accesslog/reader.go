@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unsafe"
 )
 
 // Format is an access-log format.
@@ -119,6 +120,23 @@ func sniff(br *bufio.Reader) Format {
 // a *LineError for a bad line (call Read again to continue), or another error that ends the read.
 // Blank lines are skipped.
 func (r *Reader) Read(rec *Record) error {
+	return r.read1(rec, nil)
+}
+
+// ReadArena is Read that copies the line into *arena, a buffer the caller reuses, instead of
+// allocating a string for it: the record's strings view the arena's bytes and stay valid until
+// the caller reuses the arena (sets it to (*arena)[:0]), so a caller that reads a batch of
+// records into one arena pays no allocation per line. When a line does not fit, ReadArena
+// starts a new buffer and leaves the full one to the records that view it. A caller must clone
+// any string it keeps beyond the arena's reuse.
+func (r *Reader) ReadArena(rec *Record, arena *[]byte) error {
+	return r.read1(rec, arena)
+}
+
+// arenaChunk is the smallest buffer ReadArena starts.
+const arenaChunk = 1 << 20
+
+func (r *Reader) read1(rec *Record, arena *[]byte) error {
 	for {
 		line, err := r.nextLine()
 		if err != nil {
@@ -128,7 +146,18 @@ func (r *Reader) Read(rec *Record) error {
 		if len(line) > maxLine {
 			return r.lineError(errors.New("line longer than 1 MiB"), line)
 		}
-		s := strings.TrimRight(string(line), "\r\n")
+		var s string
+		if arena == nil {
+			s = string(line)
+		} else {
+			if cap(*arena)-len(*arena) < len(line) {
+				*arena = make([]byte, 0, max(arenaChunk, len(line)))
+			}
+			at := len(*arena)
+			*arena = append(*arena, line...)
+			s = unsafe.String(unsafe.SliceData((*arena)[at:]), len(line))
+		}
+		s = strings.TrimRight(s, "\r\n")
 		if strings.TrimSpace(s) == "" {
 			continue
 		}

@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// TestLeaseHandleMatchesKeyed runs the same random requests through keyed Takes and through
+// handles, on single-goroutine and concurrent managers, with Sweep forgetting idle leases and
+// Expire dropping store state between them: every decision, every store state and every counter
+// must be the same.
+func TestLeaseHandleMatchesKeyed(t *testing.T) {
+	for _, single := range []bool{true, false} {
+		t.Run(fmt.Sprintf("single=%v", single), func(t *testing.T) {
+			ctx := context.Background()
+			limits := [][]Limit{
+				{{Requests: 50, Window: 1000, Burst: 80}},
+				{{Requests: 20, Window: 1000}, {Algorithm: SlidingWindow, Requests: 300, Window: 60_000}},
+				{{Algorithm: FixedWindow, Requests: 30, Window: 2000}},
+			}
+			var now int64 = 1_000_000
+			clock := ClockFunc(func() int64 { return now })
+			newMem := NewMemory
+			if single {
+				newMem = NewSingleGoroutineMemory
+			}
+			keyedStore, handleStore := newMem(clock), newMem(clock)
+			cfg := LeaseConfig{Clock: clock, MinLease: 2, MaxLease: 40, TTL: 500, SingleGoroutine: single}
+			cfg.Store = keyedStore
+			keyed, err := NewLeaseManager(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Store = handleStore
+			handled, err := NewLeaseManager(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const keys = 12
+			handles := make([]LeaseHandle, keys)
+			ideal := make([]MemoryHandle, keys)
+			idealKeyed, idealHandled := newMem(clock), newMem(clock)
+			key := func(k int) string { return fmt.Sprintf("k%d", k) }
+			for k := range handles {
+				handles[k] = handled.Handle(key(k), limits[k%len(limits)])
+				ideal[k] = idealHandled.Handle(key(k), limits[k%len(limits)])
+			}
+			rng := rand.New(rand.NewPCG(7, 9))
+			for step := 0; step < 40_000; step++ {
+				switch r := rng.IntN(1000); {
+				case r < 5:
+					now += rng.Int64N(200_000) // long idle: leases are forgotten, state expires
+				case r < 300:
+					now += rng.Int64N(30)
+				}
+				if step%97 == 0 {
+					if err1, err2 := keyed.Sweep(ctx), handled.Sweep(ctx); err1 != nil || err2 != nil {
+						t.Fatalf("sweep: %v, %v", err1, err2)
+					}
+				}
+				if step%501 == 0 {
+					for _, m := range []*Memory{keyedStore, handleStore, idealKeyed, idealHandled} {
+						m.Expire(now)
+					}
+				}
+				k := rng.IntN(keys)
+				cost := 1 + rng.Int64N(3)
+				lim := limits[k%len(limits)]
+				want, err1 := keyed.Take(ctx, key(k), lim, cost)
+				got, err2 := handles[k].Take(ctx, cost)
+				if got != want || (err1 == nil) != (err2 == nil) {
+					t.Fatalf("step %d key %d cost %d: handle %+v %v, keyed %+v %v", step, k, cost, got, err2, want, err1)
+				}
+				wantR, err1 := idealKeyed.Take(ctx, TakeRequest{Key: key(k), Limits: lim, Want: cost, Min: cost, Now: now})
+				gotR, err2 := ideal[k].Take(cost, cost, now)
+				if gotR != wantR || (err1 == nil) != (err2 == nil) {
+					t.Fatalf("step %d key %d: memory handle %+v %v, keyed %+v %v", step, k, gotR, err2, wantR, err1)
+				}
+			}
+			for k := 0; k < keys; k++ {
+				if got, want := handleStore.Fields(key(k)), keyedStore.Fields(key(k)); !reflect.DeepEqual(got, want) {
+					t.Errorf("key %d: store state %v with handles, %v keyed", k, got, want)
+				}
+				if got, want := idealHandled.Fields(key(k)), idealKeyed.Fields(key(k)); !reflect.DeepEqual(got, want) {
+					t.Errorf("key %d: memory state %v with handles, %v keyed", k, got, want)
+				}
+			}
+			if got, want := handled.Stats(), keyed.Stats(); got != want {
+				t.Errorf("stats: got %+v with handles, want %+v", got, want)
+			}
+			if got, want := handled.Stranded(), keyed.Stranded(); got != want {
+				t.Errorf("stranded: got %d with handles, want %d", got, want)
+			}
+			if got, want := handled.Keys(), keyed.Keys(); got != want {
+				t.Errorf("keys: got %d with handles, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestMemoryHandleErrors checks that a handle reports bad limits and amounts as Take does.
+func TestMemoryHandleErrors(t *testing.T) {
+	m := NewSingleGoroutineMemory(nil)
+	for _, tc := range []struct {
+		limits          []Limit
+		want, need, now int64
+	}{
+		{nil, 1, 1, 5},
+		{[]Limit{{Requests: 0, Window: 1}}, 1, 1, 5},
+		{[]Limit{{Requests: 1, Window: 1}}, 0, 0, 5},
+		{[]Limit{{Requests: 1, Window: 1}}, 1, 2, 5},
+		{[]Limit{{Requests: 1, Window: 1}}, 1, 1, 0}, // no clock
+	} {
+		_, want := m.Take(context.Background(), TakeRequest{Key: "k", Limits: tc.limits, Want: tc.want, Min: tc.need, Now: tc.now})
+		h := m.Handle("k", tc.limits)
+		_, got := h.Take(tc.want, tc.need, tc.now)
+		if want == nil || got == nil || got.Error() != want.Error() {
+			t.Errorf("%+v: got %v, want %v", tc, got, want)
+		}
+	}
+}
