@@ -77,7 +77,8 @@ type Enforcer struct {
 	journal     *journal.Writer
 	journalFile *os.File
 	seq         atomic.Uint64
-	gen         int // config generations loaded; reloads run one at a time
+	inflight    atomic.Int64 // ShouldRateLimit calls in progress
+	gen         int          // config generations loaded; reloads run one at a time
 
 	grpc    *grpc.Server
 	health  *health.Server
@@ -117,7 +118,8 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 			return e, err
 		}
 	}
-	e.mx = newMetrics(func() float64 { return float64(e.journal.Dropped()) })
+	e.mx = newMetrics(func() float64 { return float64(e.journal.Dropped()) },
+		func() float64 { return float64(e.inflight.Load()) })
 	inner, detach, err := e.openStore()
 	if err != nil {
 		return e, err

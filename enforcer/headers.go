@@ -2,9 +2,11 @@ package enforcer
 
 import (
 	"strconv"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -129,10 +131,62 @@ func (c *headerChoice) better(o *headerChoice) bool {
 	return c.resetMs > o.resetMs
 }
 
-// appendHeaders appends the response headers for c: RateLimit-Policy and RateLimit always,
-// Retry-After when rejected, RateLimit-Warning when c is over in soft, X-RateLimit-* when
-// legacy.
-func appendHeaders(dst []*corev3.HeaderValue, c *headerChoice, warn, legacy bool) []*corev3.HeaderValue {
+// reply is one call's response with everything it points to, allocated in one piece: the
+// statuses and their durations (inline for one descriptor, the usual case), the header list
+// and the headers whose values vary per call, with the bytes of those values. It is never
+// reused: gRPC marshals the response after the handler returns.
+type reply struct {
+	resp     rlsv3.RateLimitResponse
+	one      statusSlot
+	onePtr   [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	headers  [4]*corev3.HeaderValue
+	limit    corev3.HeaderValue // RateLimit
+	retry    corev3.HeaderValue // Retry-After
+	text     [64]byte           // the values of limit and retry
+	textUsed int
+}
+
+// statusSlot is a descriptor status and its duration_until_reset.
+type statusSlot struct {
+	status   rlsv3.RateLimitResponse_DescriptorStatus
+	duration durationpb.Duration
+}
+
+// newReply returns a reply with n statuses, each pointing to its duration.
+func newReply(n int) *reply {
+	r := &reply{}
+	r.resp.OverallCode = rlsv3.RateLimitResponse_OK
+	var slots []statusSlot
+	if n == 1 {
+		slots = unsafe.Slice(&r.one, 1)
+		r.resp.Statuses = r.onePtr[:]
+	} else {
+		slots = make([]statusSlot, n)
+		r.resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
+	for i := range slots {
+		slots[i].status.DurationUntilReset = &slots[i].duration
+		r.resp.Statuses[i] = &slots[i].status
+	}
+	r.resp.ResponseHeadersToAdd = r.headers[:0]
+	return r
+}
+
+// textOf returns b as a string kept in r's text, or b's own copy when it does not fit. The bytes
+// are written once and never changed, so the string is immutable as a string must be.
+func (r *reply) textOf(b []byte) string {
+	if r.textUsed+len(b) > len(r.text) {
+		return string(b)
+	}
+	t := r.text[r.textUsed : r.textUsed+len(b)]
+	copy(t, b)
+	r.textUsed += len(b)
+	return unsafe.String(&t[0], len(t))
+}
+
+// appendHeaders adds the response headers for c: RateLimit-Policy and RateLimit always,
+// Retry-After when rejected, X-RateLimit-* when legacy.
+func (r *reply) appendHeaders(c *headerChoice, legacy bool) {
 	v := c.view
 	reset := ceilSeconds(c.resetMs)
 	rem := max(c.remaining, 0)
@@ -142,17 +196,16 @@ func appendHeaders(dst []*corev3.HeaderValue, c *headerChoice, warn, legacy bool
 	b = strconv.AppendInt(b, rem, 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, reset, 10)
-	dst = append(dst, v.policy, &corev3.HeaderValue{Key: HeaderRateLimit, Value: string(b)})
+	r.limit = corev3.HeaderValue{Key: HeaderRateLimit, Value: r.textOf(b)}
+	h := append(r.resp.ResponseHeadersToAdd, v.policy, &r.limit)
 	if c.retryMs > 0 {
-		dst = append(dst, &corev3.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(max(ceilSeconds(c.retryMs), 1), 10)})
-	}
-	if warn {
-		dst = append(dst, v.warning)
+		r.retry = corev3.HeaderValue{Key: HeaderRetryAfter, Value: r.textOf(strconv.AppendInt(buf[:0], max(ceilSeconds(c.retryMs), 1), 10))}
+		h = append(h, &r.retry)
 	}
 	if legacy {
-		dst = append(dst, v.legacyLimit,
+		h = append(h, v.legacyLimit,
 			&corev3.HeaderValue{Key: HeaderLegacyRemaining, Value: strconv.FormatInt(rem, 10)},
 			&corev3.HeaderValue{Key: HeaderLegacyReset, Value: strconv.FormatInt(reset, 10)})
 	}
-	return dst
+	r.resp.ResponseHeadersToAdd = h
 }

@@ -37,10 +37,12 @@ type metrics struct {
 	reloads      *prometheus.CounterVec
 	invalid      *prometheus.CounterVec // reason
 	journalDrops prometheus.CounterFunc
-	inflight     prometheus.Gauge
+	inflight     prometheus.GaugeFunc
 }
 
-func newMetrics(journalDropped func() float64) *metrics {
+// newMetrics registers the collectors. journalDropped and inflight are read at each scrape, so
+// that the request path only counts in an atomic of its own.
+func newMetrics(journalDropped, inflight func() float64) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_requests_total",
@@ -96,10 +98,10 @@ func newMetrics(journalDropped func() float64) *metrics {
 		Name: "rate_limit_journal_dropped_total",
 		Help: "Journal records dropped because the journal writer fell behind.",
 	}, journalDropped)
-	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
+	m.inflight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rate_limit_inflight_requests",
 		Help: "ShouldRateLimit calls in progress.",
-	})
+	}, inflight)
 	m.reg.MustRegister(m.requests, m.shadowBlocks, m.bypassed, m.storeCalls, m.storeLatency,
 		m.leaseSize, m.breaker, m.breakerTrans, m.configVer, m.configInfo, m.reloads, m.invalid,
 		m.journalDrops, m.inflight,

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/journal"
@@ -26,29 +25,32 @@ type service struct {
 
 // ShouldRateLimit implements the RLS v3 protocol. See the package documentation for how
 // descriptors are matched and decided.
+//
+// A call allocates its response in one piece (see reply) and builds store keys in a pooled
+// buffer: gRPC marshals the response after the handler returns, so nothing the response
+// references is ever reused.
 func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	e := s.e
+	e.inflight.Add(1)
+	defer e.inflight.Add(-1)
 	if bad := validateRequest(req); bad != nil {
 		e.mx.invalid.WithLabelValues(bad.reason).Inc()
 		return nil, bad.err
 	}
 	cfg := e.cfg.Load()
-	n := len(req.Descriptors)
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
-	// One allocation each for all statuses and durations of the call.
-	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
-	durations := make([]durationpb.Duration, n)
-	resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	rp := newReply(len(req.Descriptors))
+	resp := &rp.resp
 	var seq uint64
 	if e.journal != nil {
 		seq = e.seq.Add(1)
 	}
+	kb := keyBufs.Get().(*keyBuf)
+	defer kb.release()
 	dom := cfg.domains[req.Domain]
 	var choice, warned headerChoice
 	for i, d := range req.Descriptors {
-		st := &statuses[i]
+		st := resp.Statuses[i]
 		st.Code = rlsv3.RateLimitResponse_OK
-		resp.Statuses[i] = st
 		var rs *ruleState
 		var ents [MaxEntries]policy.Entry
 		if dom != nil {
@@ -78,23 +80,16 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		if d.Limit != nil {
 			limits, views = rs.override(d.Limit)
 		}
-		key := rs.key(ents[:len(d.Entries)], d.Limit)
-		// The decision and its journal record are one section of the key's stripe (see order).
-		stripe := e.order.index(key)
-		now := e.order.lock(stripe)
-		v := e.decide(ctx, rs, rs.lms[stripe], key, limits, cost, now)
-		e.journalDecision(now, seq, i, req.Domain, cfg.gen, rs, key, cost, v, d.Limit)
-		e.order.unlock(stripe)
+		kb.b = rs.appendKey(kb.b[:0], ents[:len(d.Entries)], d.Limit)
+		v := e.decide(ctx, rs, kb.b, limits, cost, seq, i, req.Domain, cfg.gen, d.Limit)
 
 		view := views[0]
+		if v.Limiting > 0 && v.Limiting < len(views) {
+			view = views[v.Limiting]
+		}
 		st.CurrentLimit = view.current
 		st.LimitRemaining = uint32(min(max(v.Remaining, 0), 1<<32-1))
-		until := v.ResetMs
-		if v.Over && v.RetryMs > 0 {
-			until = v.RetryMs
-		}
-		durations[i].Seconds, durations[i].Nanos = until/1000, int32(until%1000)*1e6
-		st.DurationUntilReset = &durations[i]
+		st.DurationUntilReset.Seconds, st.DurationUntilReset.Nanos = v.ResetMs/1000, int32(v.ResetMs%1000)*1e6
 
 		c := headerChoice{view: view, remaining: v.Remaining, resetMs: v.ResetMs}
 		switch {
@@ -112,15 +107,14 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		default:
 			rs.shadowOver.Inc()
 			rs.shadowBlock.Inc()
-			e.shadowEvent(rs, key, cost)
+			e.shadowEvent(rs, kb.b, cost)
 		}
 		if c.better(&choice) {
 			choice = c
 		}
 	}
 	if choice.view != nil {
-		resp.ResponseHeadersToAdd = make([]*corev3.HeaderValue, 0, 6)
-		resp.ResponseHeadersToAdd = appendHeaders(resp.ResponseHeadersToAdd, &choice, false, e.legacy)
+		rp.appendHeaders(&choice, e.legacy)
 	}
 	if warned.view != nil {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, warned.view.warning)
@@ -128,10 +122,39 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	return resp, nil
 }
 
-// decide asks the rule's plan for cost tokens of key, which applies the rule's failure mode when
-// the store is unavailable, and counts the requests that mode admits.
-func (e *Enforcer) decide(ctx context.Context, rs *ruleState, lm *engine.LeaseManager, key string, limits []engine.Limit, cost, now int64) engine.Verdict {
-	v, err := rs.plan.Decide(ctx, lm, key, limits, cost, engine.Unavailable{Fallback: e.fallback, Now: now, RetryMs: e.unavailableRetryMs})
+// keyBuf is a reusable buffer for store keys; keyBufs pools them across calls.
+type keyBuf struct{ b []byte }
+
+var keyBufs = sync.Pool{New: func() any { return &keyBuf{b: make([]byte, 0, 256)} }}
+
+// release returns kb to the pool, unless a huge key grew it: the pool should not keep the
+// memory of the largest key any caller ever sent.
+func (kb *keyBuf) release() {
+	if cap(kb.b) <= 4096 {
+		keyBufs.Put(kb)
+	}
+}
+
+// decide asks the rule's plan for cost tokens of the key in kb, which applies the rule's failure
+// mode when the store is unavailable, and counts the requests that mode admits. With a journal,
+// the decision and its record are one section of the key's stripe (see order); without one it
+// takes the key as bytes and does not allocate.
+func (e *Enforcer) decide(ctx context.Context, rs *ruleState, kb []byte, limits []engine.Limit, cost int64,
+	seq uint64, i int, domain string, gen int, override *commonv3.RateLimitDescriptor_RateLimitOverride) engine.Verdict {
+	var v engine.Verdict
+	var err error
+	if !e.order.exact() {
+		u := engine.Unavailable{Fallback: e.fallback, RetryMs: e.unavailableRetryMs}
+		v, err = rs.plan.DecideBytes(ctx, rs.lms[0], kb, limits, cost, u)
+	} else {
+		key := string(kb)
+		stripe := e.order.index(key)
+		now := e.order.lock(stripe)
+		u := engine.Unavailable{Fallback: e.fallback, Now: now, RetryMs: e.unavailableRetryMs}
+		v, err = rs.plan.Decide(ctx, rs.lms[stripe], key, limits, cost, u)
+		e.journalDecision(now, seq, i, domain, gen, rs, key, cost, v, override)
+		e.order.unlock(stripe)
+	}
 	if err == nil || errors.Is(err, engine.ErrBadRequest) {
 		return v
 	}
@@ -146,16 +169,20 @@ func (e *Enforcer) decide(ctx context.Context, rs *ruleState, lm *engine.LeaseMa
 	return v
 }
 
-// key is the store key of a descriptor matched by rs (engine.AppendRuleKey), followed by the
-// limit override when there is one.
-func (rs *ruleState) key(ents []policy.Entry, override *commonv3.RateLimitDescriptor_RateLimitOverride) string {
-	var buf [256]byte
-	b := engine.AppendRuleKey(buf[:0], rs.plan.Domain, rs.plan.Rule, ents)
+// appendKey appends the store key of a descriptor matched by rs (engine.AppendRuleKey) to dst,
+// followed by the limit override when there is one.
+func (rs *ruleState) appendKey(dst []byte, ents []policy.Entry, override *commonv3.RateLimitDescriptor_RateLimitOverride) []byte {
+	b := engine.AppendRuleKey(dst, rs.plan.Domain, rs.plan.Rule, ents)
 	if override != nil {
 		ms, _ := overrideWindowMs(override)
-		b = engine.AppendKeyPart(b, "override="+strconv.FormatUint(uint64(override.RequestsPerUnit), 10)+"/"+strconv.FormatInt(ms, 10))
+		// The part "override=<requests>/<ms>", escaped as engine.AppendKeyPart escapes it
+		// (digits, '=' and '/' need no escaping).
+		b = append(b, ":override="...)
+		b = strconv.AppendUint(b, uint64(override.RequestsPerUnit), 10)
+		b = append(b, '/')
+		b = strconv.AppendInt(b, ms, 10)
 	}
-	return string(b)
+	return b
 }
 
 // override returns the limits and views of a descriptor's limit override.
@@ -193,7 +220,7 @@ func overrideWindowMs(o *commonv3.RateLimitDescriptor_RateLimitOverride) (int64,
 // shadowEvent logs a RateLimitShadowBlock event, at most one per rule per second; the events
 // it skips are counted in the next one's "suppressed" (rate_limit_shadow_block_total counts
 // them all).
-func (e *Enforcer) shadowEvent(rs *ruleState, key string, cost int64) {
+func (e *Enforcer) shadowEvent(rs *ruleState, key []byte, cost int64) {
 	now := time.Now().UnixMilli()
 	last := rs.lastShadowLog.Load()
 	if now-last < 1000 || !rs.lastShadowLog.CompareAndSwap(last, now) {
@@ -202,7 +229,7 @@ func (e *Enforcer) shadowEvent(rs *ruleState, key string, cost int64) {
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "RateLimitShadowBlock",
 		slog.String("event", "RateLimitShadowBlock"), slog.String("domain", rs.plan.Domain),
-		slog.String("rule", rs.name), slog.String("key", key), slog.Int64("cost", cost),
+		slog.String("rule", rs.name), slog.String("key", string(key)), slog.Int64("cost", cost),
 		slog.Int64("suppressed", rs.shadowSuppressed.Swap(0)))
 }
 

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/rlctl/rlctl/policy"
 )
 
 const (
@@ -73,8 +75,11 @@ func TestStatusesAndHeaders(t *testing.T) {
 	if s0.Code != over || s0.CurrentLimit.GetRequestsPerUnit() != 3 || s0.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || s0.LimitRemaining != 0 {
 		t.Errorf("status 0: got %v, want OVER_LIMIT 3/MINUTE remaining 0", s0)
 	}
-	if d := s0.DurationUntilReset.AsDuration(); d <= 0 || d > 20e9 {
-		t.Errorf("status 0 duration_until_reset: got %v, want (0, 20s]", d)
+	// duration_until_reset is the time until the bucket is full again: the three tokens
+	// spent refill in 60 s, less the milliseconds since the first take. Retry-After (below) is
+	// the time until one token is back, 20 s.
+	if d := s0.DurationUntilReset.AsDuration(); d <= 50e9 || d > 60e9 {
+		t.Errorf("status 0 duration_until_reset: got %v, want (50s, 60s]", d)
 	}
 	if s1.Code != ok || s1.CurrentLimit != nil {
 		t.Errorf("unmatched status: got %v, want OK with no limit", s1)
@@ -87,18 +92,20 @@ func TestStatusesAndHeaders(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		HeaderPolicy:          `"enforce";q=3;w=60`,
-		HeaderRateLimit:       `"enforce";r=0;t=`,
+		HeaderRateLimit:       `"enforce";r=0;t=60`,
 		HeaderRetryAfter:      "20",
 		HeaderLegacyLimit:     "3, 3;w=60",
 		HeaderLegacyRemaining: "0",
+		HeaderLegacyReset:     "60",
 	} {
 		if got := header(resp, name); !strings.HasPrefix(got, want) {
 			t.Errorf("header %s: got %q, want prefix %q", name, got, want)
 		}
 	}
-	// An OK answer describes the most restrictive descriptor too.
+	// An OK answer describes the most restrictive descriptor too: one of the shadow rule's 3
+	// tokens a minute is spent, and it is back in 20 s.
 	resp = in.ask(t, "edge", []string{"stage=big", "user=u3"}, []string{"stage=shadow", "user=u3"})
-	if got, want := header(resp, HeaderRateLimit), `"shadow";r=2;t=60`; got != want {
+	if got, want := header(resp, HeaderRateLimit), `"shadow";r=2;t=20`; got != want {
 		t.Errorf("RateLimit: got %q, want %q", got, want)
 	}
 	if got := header(resp, HeaderRetryAfter); got != "" {
@@ -114,6 +121,10 @@ func TestUnknownDomain(t *testing.T) {
 	}
 	if len(resp.ResponseHeadersToAdd) != 0 {
 		t.Errorf("headers: got %v, want none", resp.ResponseHeadersToAdd)
+	}
+	// Calls in progress: none once the call has returned.
+	if got, want := in.metric(t, "rate_limit_inflight_requests"), 0.0; got != want {
+		t.Errorf("rate_limit_inflight_requests: got %v, want %v", got, want)
 	}
 }
 
@@ -187,5 +198,32 @@ func TestInvalidRequests(t *testing.T) {
 				t.Errorf("message: got %q, want it to contain %q", status.Convert(err).Message(), tc.want)
 			}
 		})
+	}
+}
+
+// TestTightestLimit: a rule with two limits reports the one with the fewest tokens left, in its
+// status and its headers.
+func TestTightestLimit(t *testing.T) {
+	two := testRule("two", 10, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen)
+	two.Limits = []policy.Limit{
+		{Requests: 10, WindowMs: 1000, Burst: 10, Algorithm: policy.TokenBucket, Cost: 1},
+		{Requests: 3, WindowMs: 60_000, Burst: 3, Algorithm: policy.TokenBucket, Cost: 1},
+	}
+	m := testModel()
+	m.Domains[0].Rules = append(m.Domains[0].Rules, two)
+	in := spawn(t, m, nil)
+	// After one request the second holds 9 tokens and the minute 2, back to 3 in 20 s.
+	resp := in.ask(t, "edge", []string{"stage=two", "user=t1"})
+	st := resp.Statuses[0]
+	if st.Code != ok || st.CurrentLimit.GetRequestsPerUnit() != 3 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || st.LimitRemaining != 2 {
+		t.Errorf("status: got %v, want OK 3/MINUTE remaining 2", st)
+	}
+	if d := st.DurationUntilReset.AsDuration(); d <= 19e9 || d > 20e9 {
+		t.Errorf("duration_until_reset: got %v, want (19s, 20s]", d)
+	}
+	for name, want := range map[string]string{HeaderPolicy: `"two";q=3;w=60`, HeaderRateLimit: `"two";r=2;t=20`} {
+		if got := header(resp, name); got != want {
+			t.Errorf("header %s: got %q, want %q", name, got, want)
+		}
 	}
 }

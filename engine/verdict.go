@@ -42,12 +42,16 @@ type Verdict struct {
 	Over bool
 	// Remaining is what the key can still grant, as far as the deciding party knows.
 	Remaining int64
-	// ResetMs is the time in ms until the limit is full again; when Over, until the request
-	// could succeed.
+	// ResetMs is the time in ms until the limit that Limiting names is full again (token
+	// bucket) or its window ends: RLS duration_until_reset and the RateLimit header's t. When
+	// Over it is never before RetryMs.
 	ResetMs int64
 	// RetryMs is, when Over, the time in ms to wait before retrying, at least 1.
 	RetryMs int64
-	Via     Via
+	// Limiting is the index in the decided limits of the tightest one, whose figures the
+	// response reports.
+	Limiting int
+	Via      Via
 }
 
 // Unavailable is what Decide needs to answer while the store is unavailable.
@@ -72,24 +76,24 @@ type Unavailable struct {
 func (p *RulePlan) Decide(ctx context.Context, lm *LeaseManager, key string, limits []Limit, cost int64, u Unavailable) (Verdict, error) {
 	d, err := lm.Take(ctx, key, limits, cost)
 	if err == nil {
-		// The lease manager does not say when the key is full again; a limit's refill time
-		// is an upper bound.
-		v := Verdict{Over: !d.OK, Remaining: d.Remaining, ResetMs: limits[0].RefillMs(), Via: ViaStore}
-		if d.Local {
-			v.Via = ViaLease
-		}
-		if v.Over {
-			if d.Local {
-				v.Via = ViaShortCircuit
-			}
-			v.RetryMs = d.RetryAfter
-			if v.RetryMs == Never || v.RetryMs <= 0 {
-				v.RetryMs = v.ResetMs
-			}
-			v.ResetMs = v.RetryMs
-		}
-		return v, nil
+		return verdictOf(d, limits), nil
 	}
+	return p.unavailable(ctx, key, cost, u, err)
+}
+
+// DecideBytes is Decide for a key built with AppendRuleKey into a reused buffer
+// (LeaseManager.TakeBytes): a decision the store or the lease makes does not allocate. key may
+// be reused once DecideBytes returns.
+func (p *RulePlan) DecideBytes(ctx context.Context, lm *LeaseManager, key []byte, limits []Limit, cost int64, u Unavailable) (Verdict, error) {
+	d, err := lm.TakeBytes(ctx, key, limits, cost)
+	if err == nil {
+		return verdictOf(d, limits), nil
+	}
+	return p.unavailable(ctx, string(key), cost, u, err)
+}
+
+// unavailable is the verdict when the lease manager returned err instead of a decision.
+func (p *RulePlan) unavailable(ctx context.Context, key string, cost int64, u Unavailable, err error) (Verdict, error) {
 	if errors.Is(err, ErrBadRequest) {
 		return Verdict{Over: true, RetryMs: 1000, Via: ViaFailClosed}, err
 	}
@@ -105,4 +109,28 @@ func (p *RulePlan) Decide(ctx context.Context, lm *LeaseManager, key string, lim
 	default:
 		return Verdict{Via: ViaFailOpen}, err
 	}
+}
+
+// verdictOf is the Verdict of the lease manager's decision d on a key with limits.
+func verdictOf(d Decision, limits []Limit) Verdict {
+	v := Verdict{Over: !d.OK, Remaining: d.Remaining, ResetMs: d.ResetAfter, Limiting: d.Limiting, Via: ViaStore}
+	if d.Local {
+		v.Via = ViaLease
+	}
+	if !v.Over {
+		return v
+	}
+	if d.Local {
+		v.Via = ViaShortCircuit
+	}
+	v.RetryMs = d.RetryAfter
+	if v.RetryMs == Never || v.RetryMs <= 0 {
+		// A cost the key can never grant: suggest the longest a refill of the limit can take.
+		v.RetryMs = limits[d.Limiting].RefillMs()
+	}
+	v.RetryMs = max(v.RetryMs, 1)
+	// With several limits the tightest one may be full again before another one lets the
+	// request through; a reset before the retry would tell clients to come back too early.
+	v.ResetMs = max(v.ResetMs, v.RetryMs)
+	return v
 }

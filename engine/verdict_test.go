@@ -17,13 +17,16 @@ func (d downStore) Return(context.Context, ReturnRequest) error       { return d
 func TestDecide(t *testing.T) {
 	const now = int64(1_000_000)
 	clock := ClockFunc(func() int64 { return now })
-	rule := func(fm policy.FailureMode, fb *policy.Rate) *RulePlan {
-		p, err := PlanRule("edge", &policy.Rule{Name: "r", Limits: []policy.Limit{{Requests: 2, WindowMs: 1000}},
-			FailureMode: fm, Fallback: fb, Lease: policy.Lease{Min: 1, Max: 1}})
+	plan := func(fm policy.FailureMode, fb *policy.Rate, limits ...policy.Limit) *RulePlan {
+		p, err := PlanRule("edge", &policy.Rule{Name: "r", Limits: limits, FailureMode: fm, Fallback: fb, Lease: policy.Lease{Min: 1, Max: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
+	}
+	// 2 per second: a token is 500 ms, an empty bucket is full after 1000 ms.
+	rule := func(fm policy.FailureMode, fb *policy.Rate) *RulePlan {
+		return plan(fm, fb, policy.Limit{Requests: 2, WindowMs: 1000})
 	}
 	down := downStore{errors.New("connection refused")}
 	tests := []struct {
@@ -33,11 +36,23 @@ func TestDecide(t *testing.T) {
 		cost  int64
 		want  []Verdict // successive requests on one key
 	}{
+		// Every take leases one token, so every grant is a store call. The reset is the time
+		// until the bucket is full: one missing token, then two; a denial waits for one token.
 		{"store then short-circuit", rule(policy.FailOpen, nil), NewMemory(clock), 1, []Verdict{
-			{Remaining: 1, ResetMs: 1000, Via: ViaStore},
+			{Remaining: 1, ResetMs: 500, Via: ViaStore},
 			{Remaining: 0, ResetMs: 1000, Via: ViaStore},
-			{Over: true, ResetMs: 500, RetryMs: 500, Via: ViaStore},
-			{Over: true, ResetMs: 500, RetryMs: 500, Via: ViaShortCircuit},
+			{Over: true, ResetMs: 1000, RetryMs: 500, Via: ViaStore},
+			{Over: true, ResetMs: 1000, RetryMs: 500, Via: ViaShortCircuit},
+		}},
+		// 10 per second and 3 per minute: after one take the minute limit holds 2 tokens and
+		// the second 9, so the minute limit (index 1) is reported, full again in 20 s (one
+		// token of 3/min). After three, it is empty for 60 s and a fourth waits 20 s.
+		{"the tightest of two limits", plan(policy.FailOpen, nil, policy.Limit{Requests: 10, WindowMs: 1000},
+			policy.Limit{Requests: 3, WindowMs: 60_000}), NewMemory(clock), 1, []Verdict{
+			{Remaining: 2, ResetMs: 20_000, Limiting: 1, Via: ViaStore},
+			{Remaining: 1, ResetMs: 40_000, Limiting: 1, Via: ViaStore},
+			{Remaining: 0, ResetMs: 60_000, Limiting: 1, Via: ViaStore},
+			{Over: true, ResetMs: 60_000, RetryMs: 20_000, Limiting: 1, Via: ViaStore},
 		}},
 		{"cost over capacity", rule(policy.FailOpen, nil), NewMemory(clock), 3, []Verdict{
 			{Over: true, ResetMs: 1000, RetryMs: 1000, Via: ViaShortCircuit},

@@ -35,7 +35,8 @@
 //	    "fail_open" (store unavailable, no fallback bucket: admitted), "fail_closed" (store
 //	    unavailable: denied), "unmatched" (no rule; the call is OK with no limit).
 //	  - stage is the rule's stage when it is not "enforce"; rem and reset are the remaining tokens
-//	    and the milliseconds until the limit is full again (or until retry, when over).
+//	    and the milliseconds until the tightest limit is full again or its window ends (until
+//	    retry, when over).
 //	  - ovr_req and ovr_ms are the descriptor's limit override, when it has one.
 //
 // A store reply ("k":"s"), one per call the enforcer made to its store:

@@ -33,8 +33,9 @@ func replayRecords(t *testing.T) []Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	take := func(tm, got, rem, retry int64) Record {
-		return Record{Kind: KindStore, TimeMs: tm, LocalMs: tm, Op: OpTake, Key: replayKey, Want: 1, Min: 1, Got: got, Remaining: rem, RetryMs: retry}
+	take := func(tm, got, rem, retry, reset int64) Record {
+		return Record{Kind: KindStore, TimeMs: tm, LocalMs: tm, Op: OpTake, Key: replayKey, Want: 1, Min: 1, Got: got,
+			Remaining: rem, RetryMs: retry, ResetMs: reset}
 	}
 	dec := func(tm int64, seq uint64, eng, via string, rem, reset int64) Record {
 		code := eng
@@ -43,15 +44,17 @@ func replayRecords(t *testing.T) []Record {
 	}
 	return []Record{
 		{Kind: KindConfig, TimeMs: 1000, Gen: 1, ConfigVersion: ver, Rules: 1},
-		take(1000, 1, 1, 0),
-		dec(1000, 1, CodeOK, ViaStore, 1, 60_000),
-		take(1000, 1, 0, 0),
+		// A token is 30 s: the bucket is full again 30 s after the first take and 60 s after
+		// the second; a denial reports its retry-after, 30 s.
+		take(1000, 1, 1, 0, 30_000),
+		dec(1000, 1, CodeOK, ViaStore, 1, 30_000),
+		take(1000, 1, 0, 0, 60_000),
 		dec(1000, 2, CodeOK, ViaStore, 0, 60_000),
-		take(1000, 0, 0, 30_000),
+		take(1000, 0, 0, 30_000, 60_000),
 		dec(1000, 3, CodeOver, ViaStore, 0, 30_000),
 		dec(1000, 4, CodeOver, ViaShortCircuit, 0, 30_000),
 		{Kind: KindSweep, TimeMs: 2000, Stripe: engine.ShardOf(replayKey, 4)},
-		take(31_000, 1, 0, 0),
+		take(31_000, 1, 0, 0, 60_000),
 		dec(31_000, 5, CodeOK, ViaStore, 0, 60_000),
 		{Kind: KindDecision, TimeMs: 31_000, Seq: 5, Index: 1, Gen: 1, Domain: "edge", Via: ViaUnmatched, Engine: CodeOK, Code: CodeOK},
 		{Kind: KindEnd, TimeMs: 40_000},
