@@ -11,6 +11,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/policy"
@@ -100,14 +101,47 @@ func (l *load) finish() (p99, p999, maxLat time.Duration, n int) {
 	return l.latencies[n*99/100], l.latencies[n*999/1000], l.latencies[n-1], n
 }
 
+// handlerTimes records how long ShouldRateLimit calls take inside the server.
+type handlerTimes struct {
+	mu    sync.Mutex
+	times []time.Duration
+}
+
+func (h *handlerTimes) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := next(ctx, req)
+	took := time.Since(start)
+	h.mu.Lock()
+	h.times = append(h.times, took)
+	h.mu.Unlock()
+	return resp, err
+}
+
+// summary returns how many calls took longer than bound, the longest, and the number of calls.
+func (h *handlerTimes) summary(bound time.Duration) (over int, longest time.Duration, calls int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range h.times {
+		if d > bound {
+			over++
+		}
+		longest = max(longest, d)
+	}
+	return over, longest, len(h.times)
+}
+
 // TestRedisOutage kills (SIGKILL) or hangs (SIGSTOP) Redis in the middle of a load test.
 func TestRedisOutage(t *testing.T) {
 	for _, mode := range []string{"kill", "pause"} {
 		t.Run(mode, func(t *testing.T) {
 			srv := redistest.Start(t)
+			// The enforcer's own time per call, measured inside the server: what the store
+			// timeout bounds, without the load generator's scheduling delays.
+			var handler handlerTimes
 			in := spawn(t, chaosModel(), func(c *Config) {
 				c.Store, c.RedisURL = "redis", "redis://"+srv.Addr()
 				c.BreakerCooldown = 200 * time.Millisecond
+				c.ServerOptions = []grpc.ServerOption{grpc.UnaryInterceptor(handler.intercept)}
 			})
 			l := startLoad(in, []string{"closed", "open", "openfb"}, 4)
 			// The machine is shared: a store call may time out now and then and open the
@@ -165,6 +199,14 @@ func TestRedisOutage(t *testing.T) {
 			// timeout, a pool wait, the client's 1s deadline) could meet.
 			if limit := 10 * time.Millisecond; p99 > limit || maxLat > 100*time.Millisecond {
 				t.Errorf("latency: p99 %v, max %v; want ≤ %v, ≤ 100ms", p99, maxLat, limit)
+			}
+			// Inside the server every call must finish within the store timeout plus 5ms: no
+			// request waits on a dead or hung Redis. A few calls may be descheduled for longer
+			// on a loaded 2-core machine, so allow one in a thousand over, none over 50ms.
+			over, hmax, calls := handler.summary(10 * time.Millisecond)
+			t.Logf("%s: handler max %v, %d of %d calls over 10ms", mode, hmax, over, calls)
+			if over*1000 > calls || hmax > 50*time.Millisecond {
+				t.Errorf("handler time: %d of %d calls over 10ms, max %v; want at most 0.1%% over, max ≤ 50ms", over, calls, hmax)
 			}
 		})
 	}

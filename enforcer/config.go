@@ -3,6 +3,7 @@ package enforcer
 import (
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"io"
 	"log/slog"
 	"os"
@@ -54,6 +55,9 @@ type Config struct {
 	JournalBlock bool
 	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset.
 	LegacyHeaders bool
+	// ServerOptions are added to the gRPC server's own (for example TLS credentials or an
+	// interceptor). Not settable by flag.
+	ServerOptions []grpc.ServerOption
 	// ShutdownTimeout bounds graceful shutdown (default 5s).
 	ShutdownTimeout time.Duration
 

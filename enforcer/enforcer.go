@@ -324,8 +324,9 @@ func (e *Enforcer) serveGRPC() error {
 	e.grpcLn = ln
 	// Stream workers reuse goroutines across calls and the shared write buffer frees each
 	// connection's buffer between writes: both cut the per-call CPU of a unary RPC.
-	e.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.MaxConcurrentStreams(1024),
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))), grpc.SharedWriteBuffer(true))
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(1 << 20), grpc.MaxConcurrentStreams(1024),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))), grpc.SharedWriteBuffer(true)}, e.conf.ServerOptions...)
+	e.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(e.grpc, service{e: e})
 	e.health = health.NewServer()
 	e.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
