@@ -3,16 +3,14 @@ package finding
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rlctl/rlctl/internal/golden"
 	"github.com/rlctl/rlctl/policy"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 // sampleReport has findings out of order, one without a position and messages and paths that
 // need escaping.
@@ -46,25 +44,8 @@ func TestFormatsGolden(t *testing.T) {
 			if err := f.Write(&buf, sampleReport()); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, filepath.Join("testdata", "report."+name), buf.Bytes())
+			golden.Check(t, filepath.Join("testdata", "report."+name), buf.Bytes())
 		})
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: got\n%s\nwant\n%s", path, got, want)
 	}
 }
 

@@ -3,7 +3,6 @@ package lint
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,10 +10,9 @@ import (
 	"testing"
 
 	"github.com/rlctl/rlctl/finding"
+	"github.com/rlctl/rlctl/internal/golden"
 	"github.com/rlctl/rlctl/schema"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 func TestGoodRepo(t *testing.T) {
 	fs, err := Run("testdata/good")
@@ -86,25 +84,8 @@ func TestBadRepos(t *testing.T) {
 			if err := (finding.Text{}).Write(&buf, &finding.Report{Findings: fs}); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, filepath.Join(dir, "want.txt"), buf.Bytes())
+			golden.Check(t, filepath.Join(dir, "want.txt"), buf.Bytes())
 		})
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s: got\n%s\nwant\n%s", path, got, want)
 	}
 }
 

@@ -2,13 +2,12 @@ package traffic
 
 import (
 	"bytes"
-	"flag"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rlctl/rlctl/internal/golden"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 )
 
@@ -32,8 +31,6 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
 // TestGolden pins the generator's output for one seed, so a change to the traffic is a
 // deliberate one: run with -update and review the diff.
 func TestGolden(t *testing.T) {
@@ -42,19 +39,7 @@ func TestGolden(t *testing.T) {
 		if err := Write(&buf, Config{Seed: 1, Lines: 40, Format: f}); err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join("testdata", "seed1-"+string(f)+".golden")
-		if *update {
-			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := buf.String(); got != string(want) {
-			t.Errorf("%s: output differs from %s (run go test -update and review the diff)", f, path)
-		}
+		golden.Check(t, filepath.Join("testdata", "seed1-"+string(f)+".golden"), buf.Bytes())
 	}
 }
 
