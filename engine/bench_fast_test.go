@@ -27,20 +27,7 @@ func benchManagerSingle(b *testing.B) *LeaseManager {
 }
 
 // BenchmarkLeaseHitSingle is BenchmarkLeaseHit with SingleGoroutine.
-func BenchmarkLeaseHitSingle(b *testing.B) {
-	ctx := context.Background()
-	m := benchManagerSingle(b)
-	key := Key("bench", "hot")
-	if _, err := m.Take(ctx, key, roomy, 1); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if d, _ := m.Take(ctx, key, roomy, 1); !d.OK {
-			b.Fatal("denied")
-		}
-	}
-}
+func BenchmarkLeaseHitSingle(b *testing.B) { benchLeaseHit(b, benchManagerSingle(b)) }
 
 // BenchmarkLeaseHitManyKeys is the local path over 4096 long keys, as a
 // simulator spreads requests, concurrent and single-goroutine.

@@ -40,9 +40,11 @@ func benchKeys(n int) []string {
 }
 
 // BenchmarkLeaseHit is the local path: the key's balance covers the request.
-func BenchmarkLeaseHit(b *testing.B) {
+func BenchmarkLeaseHit(b *testing.B) { benchLeaseHit(b, benchManager(b)) }
+
+// benchLeaseHit measures local hits on one key of m, whose lease covers every request.
+func benchLeaseHit(b *testing.B, m *LeaseManager) {
 	ctx := context.Background()
-	m := benchManager(b)
 	key := Key("bench", "hot")
 	if _, err := m.Take(ctx, key, roomy, 1); err != nil {
 		b.Fatal(err)
