@@ -57,22 +57,7 @@ func BenchmarkLeaseHitManyKeys(b *testing.B) {
 
 // BenchmarkMemoryTakeSingle is BenchmarkMemoryTake on a single-goroutine
 // Memory.
-func BenchmarkMemoryTakeSingle(b *testing.B) {
-	ctx := context.Background()
-	m := NewSingleGoroutineMemory(nil)
-	keys := benchKeys(1024)
-	limits := []Limit{{Requests: 100, Window: 1000}, {Algorithm: SlidingWindow, Requests: 1000, Window: 60_000}}
-	now := int64(1e12)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		now += 3
-		if _, err := m.Take(ctx, TakeRequest{Key: keys[i&1023], Limits: limits, Want: 1, Now: now}); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkMemoryTakeSingle(b *testing.B) { benchMemoryTake(b, NewSingleGoroutineMemory(nil)) }
 
 // BenchmarkMemoryTakeLongKey is a store take over 4096 long keys,
 // concurrent and single-goroutine, and TakeBytes from a reused buffer.

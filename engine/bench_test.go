@@ -165,9 +165,11 @@ func BenchmarkXTimeRateParallel(b *testing.B) {
 
 // BenchmarkMemoryTake is one store take on the in-process model, as the
 // simulator pays it per request.
-func BenchmarkMemoryTake(b *testing.B) {
+func BenchmarkMemoryTake(b *testing.B) { benchMemoryTake(b, NewMemory(nil)) }
+
+// benchMemoryTake measures takes on m over 1024 keys with a burst and a sustained limit.
+func benchMemoryTake(b *testing.B, m *Memory) {
 	ctx := context.Background()
-	m := NewMemory(nil)
 	keys := benchKeys(1024)
 	limits := []Limit{{Requests: 100, Window: 1000}, {Algorithm: SlidingWindow, Requests: 1000, Window: 60_000}}
 	now := int64(1e12)

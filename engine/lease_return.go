@@ -55,12 +55,8 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 			}
 		}
 		m.unlock(l)
-		if n > 0 {
-			m.returned.Add(n)
-			if err := m.cfg.Store.Return(ctx, req); err != nil {
-				m.storeErrors.Add(1)
-				errs = append(errs, err)
-			}
+		if err := m.returnNow(ctx, req); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, l := range again {
@@ -86,12 +82,8 @@ func (m *LeaseManager) Close(ctx context.Context) error {
 		l.drained += n
 		req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now)}
 		m.unlock(l)
-		if n > 0 {
-			m.returned.Add(n)
-			if err := m.cfg.Store.Return(ctx, req); err != nil {
-				m.storeErrors.Add(1)
-				errs = append(errs, err)
-			}
+		if err := m.returnNow(ctx, req); err != nil {
+			errs = append(errs, err)
 		}
 	})
 	return errors.Join(errs...)
@@ -125,4 +117,18 @@ func (m *LeaseManager) Stats() LeaseStats {
 		Fetches: m.fetches.Load(), ShortCircuits: m.shortCircuits.Load(),
 		Returned: m.returned.Load(), StoreErrors: m.storeErrors.Load(),
 	}
+}
+
+// returnNow returns req.N unspent tokens to the store and counts them; nothing when there are
+// none.
+func (m *LeaseManager) returnNow(ctx context.Context, req ReturnRequest) error {
+	if req.N <= 0 {
+		return nil
+	}
+	m.returned.Add(req.N)
+	if err := m.cfg.Store.Return(ctx, req); err != nil {
+		m.storeErrors.Add(1)
+		return err
+	}
+	return nil
 }
