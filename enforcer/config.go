@@ -60,6 +60,9 @@ type Config struct {
 	ServerOptions []grpc.ServerOption
 	// ShutdownTimeout bounds graceful shutdown (default 5s).
 	ShutdownTimeout time.Duration
+	// GCPercent is the Go garbage collector's target (GOGC) that Main sets for the process
+	// (default 400, -1 turns the collector off). Spawn leaves the process's setting alone.
+	GCPercent int
 
 	// Logger receives structured logs; nil means JSON to stderr.
 	Logger *slog.Logger
@@ -73,6 +76,10 @@ const (
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = time.Second
 	DefaultShutdownTimeout = 5 * time.Second
+	// DefaultGCPercent trades heap headroom for CPU: the enforcer's live heap is a few MB of
+	// leases and config, so letting it grow 4x between collections costs little memory and
+	// saves 10-20 % of CPU per request (README, Performance).
+	DefaultGCPercent = 400
 )
 
 // withDefaults returns c with defaults applied, or an error naming the bad setting.
@@ -162,6 +169,7 @@ func Flags(c *Config) *pflag.FlagSet {
 	fs.BoolVar(&c.JournalBlock, "journal-block", false, "block decisions instead of dropping journal records when the journal falls behind")
 	fs.BoolVar(&c.LegacyHeaders, "legacy-headers", false, "also send X-RateLimit-Limit, -Remaining and -Reset")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "graceful shutdown bound")
+	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent, "Go GC target percentage for the process, overriding GOGC; -1 disables the collector")
 	return fs
 }
 

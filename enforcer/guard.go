@@ -3,6 +3,7 @@ package enforcer
 import (
 	"context"
 	"errors"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,27 +95,44 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 }
 
 func (g *guardedStore) detached(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+	// The request waits at most g.timeout. The call itself gets twice that: on a busy machine a
+	// reply can reach the socket in time while the goroutine that reads it waits to be scheduled,
+	// and a deadline already past would make the client discard it unread.
+	wait := time.NewTimer(g.timeout)
+	defer wait.Stop()
+	callCtx, cancel := context.WithTimeout(ctx, 2*g.timeout)
 	ch := make(chan takeReply, 1)
 	go func() {
-		res, err := g.inner.Take(ctx, r)
+		defer cancel()
+		res, err := g.inner.Take(callCtx, r)
 		ch <- takeReply{res, err}
 	}()
 	select {
 	case rep := <-ch:
-		if rep.err != nil && ctx.Err() != nil {
-			return rep.res, ErrStoreTimeout
-		}
-		return rep.res, rep.err
+		return g.reply(rep)
+	case <-wait.C:
 	case <-ctx.Done():
-		// The call may still debit tokens that nobody spends: an under-admission, never an
-		// over-admission.
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return engine.Result{}, ErrStoreTimeout
-		}
 		return engine.Result{}, ctx.Err()
 	}
+	// A reply that landed while this goroutine waited to run is still on time.
+	select {
+	case rep := <-ch:
+		return g.reply(rep)
+	default:
+		// The call may still debit tokens that nobody spends: an under-admission, never an
+		// over-admission.
+		return engine.Result{}, ErrStoreTimeout
+	}
+}
+
+// reply maps a detached call's error: the call's own deadline, seen as a context error or as
+// a network timeout, is a store timeout.
+func (g *guardedStore) reply(rep takeReply) (engine.Result, error) {
+	var ne net.Error
+	if errors.Is(rep.err, context.DeadlineExceeded) || (errors.As(rep.err, &ne) && ne.Timeout()) {
+		return rep.res, ErrStoreTimeout
+	}
+	return rep.res, rep.err
 }
 
 // Return implements engine.Store. Returns are not on the request path; they use the same

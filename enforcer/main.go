@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/spf13/pflag"
 )
@@ -25,6 +26,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	c.Logger = slog.New(slog.NewJSONHandler(stderr, nil))
+	if c.GCPercent < -1 {
+		return fmt.Errorf("%w: --gc-percent %d: want -1 or more", ErrUsage, c.GCPercent)
+	}
+	debug.SetGCPercent(c.GCPercent)
 	e, err := Spawn(ctx, c)
 	if err != nil {
 		return err
