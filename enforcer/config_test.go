@@ -22,7 +22,9 @@ func TestParseArgs(t *testing.T) {
 		}},
 		{name: "environment twins", args: []string{"--config", "s.json"},
 			env: map[string]string{"RLCTL_ENFORCER_GC_PERCENT": "-1", "RLCTL_ENFORCER_STORE": "redis", "RLCTL_ENFORCER_REDIS_URL": "redis://127.0.0.1:1/0"},
-			want: func(c Config) bool { return c.GCPercent == -1 && c.Store == "redis" && c.RedisURL == "redis://127.0.0.1:1/0" }},
+			want: func(c Config) bool {
+				return c.GCPercent == -1 && c.Store == "redis" && c.RedisURL == "redis://127.0.0.1:1/0"
+			}},
 		{name: "a flag beats its twin", args: []string{"--config", "s.json", "--gc-percent", "200"},
 			env:  map[string]string{"RLCTL_ENFORCER_GC_PERCENT": "50"},
 			want: func(c Config) bool { return c.GCPercent == 200 }},
