@@ -10,6 +10,11 @@ import (
 type Request struct {
 	// Headers holds request headers by lower-case name.
 	Headers map[string]string
+	// HeaderList holds more request headers as pairs with lower-case names, for callers that
+	// build a request per access-log line and would otherwise fill a map for a few lookups. A
+	// name found here takes precedence over Headers; of several pairs with one name the last
+	// counts, as if they were put into a map in order.
+	HeaderList []Header
 	// RemoteAddr is the client address Envoy trusts (after x-forwarded-for handling): an IP
 	// address, optionally with a port.
 	RemoteAddr string
@@ -18,6 +23,12 @@ type Request struct {
 	// Claims holds the verified JWT payload's claims, or is nil when the request carried no
 	// valid JWT.
 	Claims map[string]string
+}
+
+// Header is one request header.
+type Header struct {
+	Name  string // lower case
+	Value string
 }
 
 // Entry returns the descriptor entry s produces for req: key s.Key and the value that the Envoy
@@ -31,11 +42,25 @@ type Request struct {
 //
 // (The method is not called Value because Value is the field of a generic_key source.)
 func (s *Source) Entry(req Request) (Entry, bool) {
-	v, ok := s.value(req)
+	var addr addrForms
+	v, ok := s.value(&req, &addr)
 	return Entry{Key: s.Key, Value: v}, ok
 }
 
-func (s *Source) value(req Request) (string, bool) {
+// AppendValues appends to values the value of each source's entry for req (Entry's), and to oks
+// whether the source has an entry. The sources share one parse of the remote address and each
+// of its forms is formatted once, which matters to callers that evaluate every source of a
+// domain for each of millions of logged requests.
+func (req *Request) AppendValues(values []string, oks []bool, sources []*Source) ([]string, []bool) {
+	var addr addrForms
+	for _, s := range sources {
+		v, ok := s.value(req, &addr)
+		values, oks = append(values, v), append(oks, ok)
+	}
+	return values, oks
+}
+
+func (s *Source) value(req *Request, addr *addrForms) (string, bool) {
 	switch s.Kind {
 	case SourceHeader:
 		return req.header(s.Header)
@@ -43,7 +68,10 @@ func (s *Source) value(req Request) (string, bool) {
 		v, ok := req.Claims[s.Claim]
 		return v, ok && v != ""
 	case SourceRemoteAddress:
-		return remoteAddress(req.RemoteAddr, s.Mask)
+		if s.Mask == MaskSubnet {
+			return addr.subnet(req.RemoteAddr)
+		}
+		return addr.whole(req.RemoteAddr)
 	case SourceGenericKey:
 		return s.Value, true
 	case SourcePathMatch:
@@ -62,7 +90,10 @@ func (s *Source) value(req Request) (string, bool) {
 			case TierAPIKey, TierTLSFingerprint:
 				v, ok = req.header(st.Header)
 			case TierSubnet:
-				v, ok = remoteAddress(req.RemoteAddr, MaskSubnet)
+				// Formatted with its tier prefix once per request (addrForms.subnet).
+				if _, ok := addr.subnet(req.RemoteAddr); ok {
+					return addr.tierSubnet, true
+				}
 			}
 			if ok && v != "" {
 				return string(st.Tier) + ":" + v, true
@@ -73,9 +104,12 @@ func (s *Source) value(req Request) (string, bool) {
 }
 
 // header returns a request header; ":path" is the request path, as in Envoy.
-func (req Request) header(name string) (string, bool) {
+func (req *Request) header(name string) (string, bool) {
 	if name == ":path" {
 		return req.Path, req.Path != ""
+	}
+	if v, ok := req.listed(name); ok {
+		return v, true
 	}
 	v, ok := req.Headers[name]
 	if !ok {
@@ -84,27 +118,97 @@ func (req Request) header(name string) (string, bool) {
 	return v, ok
 }
 
-// remoteAddress formats addr whole, or as its /24 (IPv4) or /64 (IPv6) network.
-func remoteAddress(addr string, mask Mask) (string, bool) {
+// listed finds a header in HeaderList, the last pair of a name first.
+func (req *Request) listed(name string) (string, bool) {
+	if len(req.HeaderList) == 0 {
+		return "", false
+	}
+	if v, ok := findHeader(req.HeaderList, name); ok {
+		return v, true
+	}
+	if lower := strings.ToLower(name); lower != name {
+		return findHeader(req.HeaderList, lower)
+	}
+	return "", false
+}
+
+func findHeader(hs []Header, name string) (string, bool) {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Name == name {
+			return hs[i].Value, true
+		}
+	}
+	return "", false
+}
+
+// addrForms is a request's remote address as sources write it, each form made on first use.
+type addrForms struct {
+	parsed    bool
+	ip        netip.Addr
+	ok        bool
+	wholeDone bool
+	wholeV    string
+	// tierSubnet is the identity value "subnet:<network>"; a remote_address source's subnet is
+	// its suffix, so both cost one allocation.
+	tierSubnet string
+}
+
+func (a *addrForms) parse(addr string) bool {
+	if !a.parsed {
+		a.parsed = true
+		a.ip, a.ok = parseRemoteAddr(addr)
+	}
+	return a.ok
+}
+
+// whole is the address without port or zone. Usually that is a prefix of the text the request
+// carried ("203.0.113.7" or "203.0.113.7:5555"), which is returned without a copy.
+func (a *addrForms) whole(addr string) (string, bool) {
+	if !a.parse(addr) {
+		return "", false
+	}
+	if !a.wholeDone {
+		a.wholeDone = true
+		var buf [64]byte
+		b := a.ip.AppendTo(buf[:0])
+		if strings.HasPrefix(addr, string(b)) {
+			a.wholeV = addr[:len(b)]
+		} else {
+			a.wholeV = string(b)
+		}
+	}
+	return a.wholeV, true
+}
+
+// subnet is the address's /24 (IPv4) or /64 (IPv6) network.
+func (a *addrForms) subnet(addr string) (string, bool) {
+	if !a.parse(addr) {
+		return "", false
+	}
+	if a.tierSubnet == "" {
+		bits := 64
+		if a.ip.Is4() {
+			bits = 24
+		}
+		p, err := a.ip.Prefix(bits)
+		if err != nil {
+			return "", false
+		}
+		var buf [64]byte
+		a.tierSubnet = string(p.AppendTo(append(append(buf[:0], TierSubnet...), ':')))
+	}
+	return a.tierSubnet[len(TierSubnet)+1:], true
+}
+
+// parseRemoteAddr reads an IP address, optionally with a port, without its zone.
+func parseRemoteAddr(addr string) (netip.Addr, bool) {
 	ip, err := netip.ParseAddr(addr)
 	if err != nil {
 		ap, err := netip.ParseAddrPort(addr)
 		if err != nil {
-			return "", false
+			return netip.Addr{}, false
 		}
 		ip = ap.Addr()
 	}
-	ip = ip.Unmap().WithZone("")
-	if mask != MaskSubnet {
-		return ip.String(), true
-	}
-	bits := 64
-	if ip.Is4() {
-		bits = 24
-	}
-	p, err := ip.Prefix(bits)
-	if err != nil {
-		return "", false
-	}
-	return p.String(), true
+	return ip.Unmap().WithZone(""), true
 }

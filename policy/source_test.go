@@ -44,3 +44,38 @@ func TestSourceEntry(t *testing.T) {
 		}
 	}
 }
+
+// AppendValues must give every source the value Entry gives it, sharing the address parse.
+func TestAppendValues(t *testing.T) {
+	sources := []*Source{
+		{Key: "ip", Kind: SourceRemoteAddress, Mask: MaskNone},
+		{Key: "net", Kind: SourceRemoteAddress, Mask: MaskSubnet},
+		{Key: "client", Kind: SourceIdentity, Waterfall: []IdentityStep{{Tier: TierAPIKey, Header: "x-api-key"}, {Tier: TierSubnet}}},
+		{Key: "tenant", Kind: SourceHeader, Header: "X-Tenant-ID"},
+	}
+	reqs := []Request{
+		{RemoteAddr: "203.0.113.77"},
+		{RemoteAddr: "203.0.113.77:5555", HeaderList: []Header{{"x-tenant-id", "a"}, {"x-tenant-id", "b"}}},
+		{RemoteAddr: "[2001:db8:1:2::9]:443", Headers: map[string]string{"x-api-key": "k"}},
+		{RemoteAddr: "::ffff:198.51.100.9", Headers: map[string]string{"x-tenant-id": "m"}, HeaderList: []Header{{"x-tenant-id", "l"}}},
+		{RemoteAddr: "fe80::1%eth0"},
+		{RemoteAddr: "not an address", HeaderList: []Header{{"x-api-key", "k2"}}},
+	}
+	want := [][]string{
+		{"203.0.113.77", "203.0.113.0/24", "subnet:203.0.113.0/24", ""},
+		{"203.0.113.77", "203.0.113.0/24", "subnet:203.0.113.0/24", "b"},
+		{"2001:db8:1:2::9", "2001:db8:1:2::/64", "api_key:k", ""},
+		{"198.51.100.9", "198.51.100.0/24", "subnet:198.51.100.0/24", "l"},
+		{"fe80::1", "fe80::/64", "subnet:fe80::/64", ""},
+		{"", "", "api_key:k2", ""},
+	}
+	for i, req := range reqs {
+		values, oks := req.AppendValues(nil, nil, sources)
+		for j, s := range sources {
+			e, ok := s.Entry(req)
+			if values[j] != want[i][j] || oks[j] != ok || e.Value != values[j] {
+				t.Errorf("request %d, source %s: got %q, %v; Entry %q, %v; want %q", i, s.Key, values[j], oks[j], e.Value, ok, want[i][j])
+			}
+		}
+	}
+}

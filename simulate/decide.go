@@ -1,7 +1,6 @@
 package simulate
 
 import (
-	"container/heap"
 	"fmt"
 	"strings"
 
@@ -10,25 +9,23 @@ import (
 	"github.com/rlctl/rlctl/simulate/report"
 )
 
-// decide runs one request of rule rs through gateway g's lease manager and through the ideal
-// engine, and counts the outcome. shape gives the descriptor's sources; s.values their values.
-func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, g int) error {
-	if len(shape) != rs.descriptorLen() {
-		return nil // the rule's own shape decides it; a shorter or longer one must not count twice
-	}
-	s.keyBuf = engine.AppendRuleKey(s.keyBuf[:0], ds.d.Name, rs.rule, s.entries)
+// decide runs one request of rule rs, with store key key (hashed to hash by keyHash), through
+// gateway g's lease manager and through the ideal engine, and counts the outcome. shape gives
+// the descriptor's sources; s.values their values.
+func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, key []byte, hash uint64, g int) error {
 	st := rs.stats
-	ks := st.keys[string(s.keyBuf)]
+	ks := st.lookup(hash, key)
 	if ks == nil {
-		ks = s.newKey(ds, rs, shape)
-		st.keys[ks.key] = ks
+		ks = &keyState{key: string(key), leases: make([]engine.LeaseHandle, len(s.gateways))}
+		ks.ideal = s.ideal.Handle(ks.key, rs.plan.Limits)
+		st.insert(hash, ks)
 	}
 	now := s.nowUs / 1000
 	ks.requests++
 	ks.lastMs = now
 
 	p := rs.plan
-	if len(ks.leases) <= g {
+	if len(ks.leases) <= g { // a gateway added since (Assignment "field")
 		ks.leases = append(ks.leases, make([]engine.LeaseHandle, len(s.gateways)-len(ks.leases))...)
 	}
 	lh := &ks.leases[g]
@@ -60,6 +57,9 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, g int) error
 	}
 	out.WouldDeny++
 	st.add(serWouldDeny, b, 1)
+	if ks.denials == 0 {
+		s.describe(ds, rs, shape, ks)
+	}
 	ks.denials++
 	if s.enforced(rs, g) {
 		out.Denied++
@@ -77,10 +77,10 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, g int) error
 	return nil
 }
 
-// newKey describes a new rate-limit key for reports.
-func (s *Simulator) newKey(ds *domainSim, rs *ruleSim, shape []int) *keyState {
-	ks := &keyState{key: string(s.keyBuf)}
-	ks.ideal = s.ideal.Handle(ks.key, rs.plan.Limits)
+// describe fills in what reports say of a key, on its first denial: most keys are never
+// denied and need no description. Equal store keys have equal descriptor values (the key
+// escapes its parts), so the current request's values describe the key as its first one would.
+func (s *Simulator) describe(ds *domainSim, rs *ruleSim, shape []int, ks *keyState) {
 	var b strings.Builder
 	for n, i := range shape {
 		src := ds.d.Sources[i]
@@ -105,7 +105,6 @@ func (s *Simulator) newKey(ds *domainSim, rs *ruleSim, shape []int) *keyState {
 		}
 	}
 	ks.display = b.String()
-	return ks
 }
 
 // enforced reports whether rs rejects on gateway g given its stage.
@@ -119,11 +118,17 @@ func (s *Simulator) isLegit() bool {
 		return false
 	}
 	for i, v := range s.values {
-		if s.oks[i] && s.legit[v] {
+		if s.oks[i] && s.legitLen(len(v)) && s.legit[v] {
 			return true
 		}
 	}
 	return false
+}
+
+// legitLen reports whether a legitimate value may have length n: most denied requests' values
+// have none of the few lengths, and the test spares them the map lookups.
+func (s *Simulator) legitLen(n int) bool {
+	return n >= len(s.legitLens)*64 || s.legitLens[n/64]&(1<<(n%64)) != 0
 }
 
 // Finish lands the remaining store replies, returns leased tokens and builds the report.
@@ -142,7 +147,7 @@ func (s *Simulator) Finish() (*report.Report, error) {
 		rs.stats.out.StrandedMax = max(rs.stats.out.StrandedMax, stranded)
 	}
 	for len(s.events) > 0 {
-		e := heap.Pop(&s.events).(event)
+		e := s.events.pop()
 		s.nowUs = max(s.nowUs, e.atUs)
 		e.fn(s.ctx)
 	}

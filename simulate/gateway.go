@@ -66,21 +66,54 @@ type event struct {
 	fn   func(context.Context)
 }
 
+// eventQueue is a min-heap of events by time, then by sequence. It is typed rather than a
+// container/heap: boxing each event into an interface cost two allocations per store call.
+// (atUs, seq) is unique, so the order events land in does not depend on the heap's layout.
 type eventQueue []event
 
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
+func (q eventQueue) less(i, j int) bool {
 	if q[i].atUs != q[j].atUs {
 		return q[i].atUs < q[j].atUs
 	}
 	return q[i].seq < q[j].seq
 }
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
+
+func (q *eventQueue) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+// pop removes and returns the earliest event; the queue must not be empty.
+func (q *eventQueue) pop() event {
+	h := *q
+	e := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = event{} // drop the reference to fn
+	h = h[:last]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h.less(l, least) {
+			least = l
+		}
+		if r < len(h) && h.less(r, least) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
 	return e
 }
 
@@ -147,8 +180,10 @@ func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 		if i, ok := as.byName[name]; ok {
 			return i
 		}
+		// The gateway keeps its name, which Run's records view in a buffer it reuses.
+		name = strings.Clone(name)
 		i := s.addGateway(name)
-		as.byName[strings.Clone(name)] = i
+		as.byName[name] = i
 		return i
 	}
 	i := as.next

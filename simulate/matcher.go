@@ -35,11 +35,7 @@ func NewMatcher(d *policy.Domain) (*Matcher, error) {
 
 // Match returns the rules req selects, in the order of the domain's descriptor shapes.
 func (m *Matcher) Match(req policy.Request) []Match {
-	m.values, m.oks = m.values[:0], m.oks[:0]
-	for _, src := range m.ds.d.Sources {
-		e, ok := src.Entry(req)
-		m.values, m.oks = append(m.values, e.Value), append(m.oks, ok)
-	}
+	m.values, m.oks = req.AppendValues(m.values[:0], m.oks[:0], m.ds.d.Sources)
 	var out []Match
 	for _, shape := range m.ds.shapes {
 		m.entries = m.entries[:0]

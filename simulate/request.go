@@ -1,62 +1,98 @@
 package simulate
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 )
 
-// requestBuilder turns access-log records into policy.Requests, reusing one header map. JWT
+// requestBuilder turns access-log records into policy.Requests, reusing one header list. JWT
 // claims are decoded from the Authorization header's bearer token WITHOUT verifying its
 // signature: the log records what the gateway saw, and the simulator only needs the claims
 // Envoy's jwt_authn filter would have put into dynamic metadata.
 type requestBuilder struct {
-	headers map[string]string
-	claims  map[string]map[string]string // token → claims; bounded
+	headers []policy.Header
+	// tokens caches what a JWT's payload segment decodes to; bounded.
+	tokens map[string]*token
+}
+
+// token is a decoded JWT payload.
+type token struct {
+	claims map[string]string
+	user   string // "sub:" + the subject, the shared-NAT check's user; "" without one
 }
 
 const maxCachedTokens = 1 << 16
 
+// noToken stands for an Authorization header without a JWT. It is shared: never modify it.
+var noToken token
+
 func newRequestBuilder() *requestBuilder {
-	return &requestBuilder{headers: map[string]string{}, claims: map[string]map[string]string{}}
+	return &requestBuilder{tokens: map[string]*token{}}
 }
 
-// build fills a policy.Request from rec. The request is valid until the next call.
-func (b *requestBuilder) build(rec *accesslog.Record) policy.Request {
-	clear(b.headers)
+// build fills a policy.Request from rec, and returns the JWT it carries (nil without one). The
+// request is valid until the next call.
+func (b *requestBuilder) build(rec *accesslog.Record) (policy.Request, *token) {
+	// A list, not a map: a record has a handful of headers and sources look up a few of them.
+	// Later pairs take precedence, as the map this replaces was filled in this order.
+	b.headers = b.headers[:0]
 	for _, h := range rec.Headers {
-		b.headers[h.Name] = h.Value
+		b.headers = append(b.headers, policy.Header{Name: h.Name, Value: h.Value})
 	}
 	if rec.Method != "" {
-		b.headers[":method"] = rec.Method
+		b.headers = append(b.headers, policy.Header{Name: ":method", Value: rec.Method})
 	}
 	if rec.Authority != "" {
-		b.headers[":authority"] = rec.Authority
+		b.headers = append(b.headers, policy.Header{Name: ":authority", Value: rec.Authority})
 	}
 	if rec.UserAgent != "" {
-		b.headers["user-agent"] = rec.UserAgent
+		b.headers = append(b.headers, policy.Header{Name: "user-agent", Value: rec.UserAgent})
 	}
-	req := policy.Request{Headers: b.headers, RemoteAddr: rec.ClientIP(), Path: rec.Path}
-	if auth := b.headers["authorization"]; auth != "" {
-		req.Claims = b.claimsOf(auth)
+	req := policy.Request{HeaderList: b.headers, RemoteAddr: rec.ClientIP(), Path: rec.Path}
+	var tok *token
+	if auth, _ := lastHeader(b.headers, "authorization"); auth != "" {
+		tok = b.tokenOf(auth)
+		req.Claims = tok.claims
 	}
-	return req
+	return req, tok
 }
 
-func (b *requestBuilder) claimsOf(auth string) map[string]string {
-	if c, ok := b.claims[auth]; ok {
-		return c
+// lastHeader is the value of the last header named name.
+func lastHeader(hs []policy.Header, name string) (string, bool) {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Name == name {
+			return hs[i].Value, true
+		}
 	}
-	c := DecodeClaims(auth)
-	if len(b.claims) >= maxCachedTokens {
-		clear(b.claims)
+	return "", false
+}
+
+// tokenOf decodes the JWT in an Authorization header value. Tokens are cached by their payload
+// segment, all that DecodeClaims reads, rather than by the whole header: it is the shorter key.
+func (b *requestBuilder) tokenOf(auth string) *token {
+	payload, ok := jwtPayload(auth)
+	if !ok {
+		return &noToken
 	}
-	b.claims[strings.Clone(auth)] = c
-	return c
+	if t, ok := b.tokens[payload]; ok {
+		return t
+	}
+	t := &token{claims: decodePayload(payload)}
+	if sub := t.claims["sub"]; sub != "" {
+		t.user = "sub:" + sub
+	}
+	if len(b.tokens) >= maxCachedTokens {
+		clear(b.tokens)
+	}
+	b.tokens[strings.Clone(payload)] = t
+	return t
 }
 
 // DecodeClaims returns the top-level claims of the JWT in an Authorization header value
@@ -64,38 +100,225 @@ func (b *requestBuilder) claimsOf(auth string) map[string]string {
 // signature is NOT verified. Strings are taken as they are; numbers and booleans are written
 // as JSON writes them.
 func DecodeClaims(auth string) map[string]string {
+	payload, ok := jwtPayload(auth)
+	if !ok {
+		return nil
+	}
+	return decodePayload(payload)
+}
+
+// jwtPayload returns the payload segment of the JWT in an Authorization header value, if the
+// value holds a three-segment token.
+func jwtPayload(auth string) (string, bool) {
 	tok := strings.TrimSpace(auth)
 	if len(tok) > 7 && strings.EqualFold(tok[:7], "bearer ") {
 		tok = strings.TrimSpace(tok[7:])
 	}
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		return nil
+	_, rest, ok := strings.Cut(tok, ".")
+	if !ok {
+		return "", false
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	payload, sig, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(sig, ".") {
+		return "", false
+	}
+	return payload, true
+}
+
+// decodePayload decodes a JWT payload segment into its claims (DecodeClaims).
+func decodePayload(payload string) map[string]string {
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(payload, "="))
 	if err != nil {
 		return nil
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &raw); err != nil {
+	if claims, ok := flatClaims(raw); ok {
+		return claims
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
 		return nil
 	}
-	claims := make(map[string]string, len(raw))
-	for k, v := range raw {
-		var s string
-		if json.Unmarshal(v, &s) == nil {
+	claims := make(map[string]string, len(fields))
+	for k, v := range fields {
+		if s, ok := claimString(v); ok {
 			claims[k] = s
-			continue
-		}
-		var n json.Number
-		if json.Unmarshal(v, &n) == nil {
-			claims[k] = n.String()
-			continue
-		}
-		var bv bool
-		if json.Unmarshal(v, &bv) == nil {
-			claims[k] = strconv.FormatBool(bv)
 		}
 	}
 	return claims
+}
+
+// claimString writes a claim's JSON value as a string: a string as it is, a number or boolean
+// as JSON writes it, null as "". Objects and arrays have no string form. Values that need no
+// unescaping are converted directly; reflection-driven json.Unmarshal, three tries per value,
+// was most of the cost of a token.
+func claimString(v json.RawMessage) (string, bool) {
+	if len(v) == 0 {
+		return "", false
+	}
+	switch c := v[0]; {
+	case c == '"' && len(v) >= 2 && v[len(v)-1] == '"':
+		if s := v[1 : len(v)-1]; bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+			return string(s), true
+		}
+	case string(v) == "true", string(v) == "false":
+		return string(v), true
+	case string(v) == "null":
+		return "", true // as json.Unmarshal into a string leaves it
+	case c == '-' || (c >= '0' && c <= '9'):
+		if isNumberText(v) {
+			return string(v), true // json.Number keeps the literal
+		}
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s, true
+	}
+	var n json.Number
+	if json.Unmarshal(v, &n) == nil {
+		return n.String(), true
+	}
+	var bv bool
+	if json.Unmarshal(v, &bv) == nil {
+		return strconv.FormatBool(bv), true
+	}
+	return "", false
+}
+
+// isNumberText reports whether v holds only the characters of a JSON number; v comes from a
+// document json.Unmarshal accepted, so it is then a valid number.
+func isNumberText(v []byte) bool {
+	for _, c := range v {
+		if (c < '0' || c > '9') && c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// flatClaims decodes the common payload, a JSON object of plain values, without reflection:
+// json.Unmarshal was most of the cost of a token, and most tokens in a log are seen once.
+// It gives up (false) on anything outside that subset, leaving it to json.Unmarshal: nested
+// values, strings with escapes or bytes outside printable ASCII, and malformed JSON. What it
+// accepts is valid JSON, decoded as decodePayload's slow path would.
+func flatClaims(raw []byte) (map[string]string, bool) {
+	claims := make(map[string]string, 8)
+	i := skipJSONSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	i = skipJSONSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return claims, skipJSONSpace(raw, i+1) == len(raw)
+	}
+	for {
+		key, next, ok := plainJSONString(raw, i)
+		if !ok {
+			return nil, false
+		}
+		i = skipJSONSpace(raw, next)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, false
+		}
+		i = skipJSONSpace(raw, i+1)
+		if i >= len(raw) {
+			return nil, false
+		}
+		var v string
+		switch c := raw[i]; {
+		case c == '"':
+			if v, i, ok = plainJSONString(raw, i); !ok {
+				return nil, false
+			}
+		case c == '-' || (c >= '0' && c <= '9'):
+			n := jsonNumberLen(raw[i:])
+			if n == 0 {
+				return nil, false
+			}
+			v, i = string(raw[i:i+n]), i+n
+		case bytes.HasPrefix(raw[i:], []byte("true")):
+			v, i = "true", i+4
+		case bytes.HasPrefix(raw[i:], []byte("false")):
+			v, i = "false", i+5
+		case bytes.HasPrefix(raw[i:], []byte("null")):
+			v, i = "", i+4 // as json.Unmarshal into a string leaves it
+		default:
+			return nil, false
+		}
+		claims[key] = v
+		i = skipJSONSpace(raw, i)
+		if i >= len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipJSONSpace(raw, i+1)
+		case '}':
+			return claims, skipJSONSpace(raw, i+1) == len(raw)
+		default:
+			return nil, false
+		}
+	}
+}
+
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainJSONString reads a string at b[i] made of printable ASCII without escapes, returning
+// it and the index after its closing quote.
+func plainJSONString(b []byte, i int) (string, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return "", 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return string(b[i+1 : j]), j + 1, true
+		case c == '\\' || c < 0x20 || c > 0x7e:
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
+// jsonNumberLen is the length of the JSON number at the start of b, or 0 if there is none:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func jsonNumberLen(b []byte) int {
+	i := 0
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case digits() == 0:
+		return 0
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return 0
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return 0
+		}
+	}
+	return i
 }

@@ -72,7 +72,13 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	go func() {
 		defer close(full)
 		rb := newRequestBuilder()
-		prep := func(b *batch) { sim.prepare(&b.preps[b.n], rb, &b.recs[b.n]) }
+		prep := func(b *batch) {
+			p := &b.preps[b.n]
+			sim.prepare(p, rb, &b.recs[b.n])
+			// The shared-NAT tracker is this goroutine's until the run ends: sim.Finish reads
+			// it after full is closed.
+			sim.countUser(p)
+		}
 		err := readAll(ctx, inputs, opts, free, full, prep, func(le *accesslog.LineError) error {
 			badCount++
 			if len(bad) < cfg.BadSamples {
@@ -154,19 +160,19 @@ func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <
 		}
 		for {
 			rec := &b.recs[b.n]
-			err := rd.ReadArena(rec, &b.arena)
-			if err == io.EOF {
-				break
-			}
-			var le *accesslog.LineError
-			if errors.As(err, &le) {
+			if err := rd.ReadArena(rec, &b.arena); err != nil {
+				if err == io.EOF {
+					break
+				}
+				// Declared here, not per record: errors.As makes le escape to the heap.
+				var le *accesslog.LineError
+				if !errors.As(err, &le) {
+					return err
+				}
 				if err := onBad(le); err != nil {
 					return err
 				}
 				continue
-			}
-			if err != nil {
-				return err
 			}
 			prepare(b)
 			b.n++

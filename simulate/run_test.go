@@ -3,9 +3,11 @@ package simulate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/rlctl/rlctl/schema"
+	"github.com/rlctl/rlctl/simulate/accesslog"
 	"github.com/rlctl/rlctl/simulate/report"
 	"github.com/rlctl/rlctl/simulate/traffic"
 )
@@ -45,6 +47,59 @@ func TestRunExample(t *testing.T) {
 		var out bytes.Buffer
 		if err := report.Write(&out, r, f); err != nil {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// Run prepares records on its reading goroutine; its report must equal replaying the same
+// records one by one with Replay. Field assignment adds gateways during the replay.
+func TestRunMatchesReplay(t *testing.T) {
+	m, err := schema.Load("../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if err := traffic.Write(&log, traffic.Config{Seed: 2, Lines: 20000}); err != nil {
+		t.Fatal(err)
+	}
+	for _, assign := range []string{"round-robin", "field:hostname"} {
+		a, err := ParseAssignment(assign)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := func() Config {
+			lat, _ := ParseLatency("uniform:0.5ms-2ms", 1)
+			return Config{Model: m, Gateways: 3, Latency: lat, Assign: a}
+		}
+		got, err := Run(context.Background(), RunConfig{Sim: cfg(), MaxBad: -1}, []Input{{Name: "gen.log", R: bytes.NewReader(log.Bytes())}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim, err := New(cfg())
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := accesslog.Options{Headers: append(HeadersFor(m), "hostname")}
+		rd, err := accesslog.NewReader("gen.log", bytes.NewReader(log.Bytes()), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec accesslog.Record
+		for rd.Read(&rec) == nil {
+			if err := sim.Replay(&rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := sim.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Logs = []string{"gen.log"}
+		want.Finish()
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if !bytes.Equal(g, w) {
+			t.Errorf("%s: Run and Replay reports differ:\nRun:    %.600s\nReplay: %.600s", assign, g, w)
 		}
 	}
 }

@@ -13,9 +13,9 @@
 package simulate
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
+	"hash/maphash"
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
@@ -60,12 +60,17 @@ type Simulator struct {
 	prep     prepared // Replay's
 	nat      natTracker
 	legit    map[string]bool
+	keySeed  maphash.Seed // hashes store keys for ruleStats.keys
+	// legitLens has bit n set when a legit value is n bytes long (n < 256); see legitLen.
+	legitLens [4]uint64
 
-	values  []string
-	oks     []bool
-	entries []policy.Entry
-	keyBuf  []byte
-	addrSrc [2]*policy.Source // whole address and subnet, for the shared-NAT check
+	// sources are the sources prepare evaluates: addrSrc, then each domain's, from
+	// domainAt[i] to domainAt[i+1].
+	sources  []*policy.Source
+	domainAt []int
+	values   []string // the values of the domain being decided
+	oks      []bool
+	addrSrc  [2]*policy.Source // whole address and subnet, for the shared-NAT check
 
 	requests, matched, reordered int64
 	ctx                          context.Context
@@ -92,6 +97,7 @@ func New(cfg Config) (*Simulator, error) {
 		rb:       newRequestBuilder(),
 		nat:      natTracker{cap: max(cfg.NATUsers, 100), addrs: map[string]*userSet{}},
 		legit:    map[string]bool{},
+		keySeed:  maphash.MakeSeed(),
 		ctx:      context.Background(),
 		addrSrc: [2]*policy.Source{{Key: "addr", Kind: policy.SourceRemoteAddress, Mask: policy.MaskNone},
 			{Key: "subnet", Kind: policy.SourceRemoteAddress, Mask: policy.MaskSubnet}},
@@ -118,6 +124,17 @@ func New(cfg Config) (*Simulator, error) {
 			}
 		}
 	}
+	for v := range s.legit {
+		if n := len(v); n < len(s.legitLens)*64 {
+			s.legitLens[n/64] |= 1 << (n % 64)
+		}
+	}
+	s.sources = append(s.sources, s.addrSrc[:]...)
+	for _, ds := range s.domains {
+		s.domainAt = append(s.domainAt, len(s.sources))
+		s.sources = append(s.sources, ds.d.Sources...)
+	}
+	s.domainAt = append(s.domainAt, len(s.sources))
 	if cfg.Domain != "" && len(s.domains) == 0 {
 		return nil, fmt.Errorf("simulate: no domain %q in the policies", cfg.Domain)
 	}
@@ -148,7 +165,7 @@ func (s *Simulator) addGatewayErr(name string) (int, error) {
 	clock := engine.ClockFunc(func() int64 { return s.nowUs / 1000 })
 	dispatch := engine.DispatchFunc(func(fn func(context.Context)) {
 		s.seq++
-		heap.Push(&s.events, event{atUs: s.nowUs + s.cfg.Latency.draw(), seq: s.seq, fn: fn})
+		s.events.push(event{atUs: s.nowUs + s.cfg.Latency.draw(), seq: s.seq, fn: fn})
 	})
 	for _, rs := range s.rules {
 		lc := rs.plan.Lease
@@ -172,7 +189,7 @@ func (s *Simulator) bucket() int {
 func (s *Simulator) advance(ms int64) error {
 	target := ms * 1000
 	for len(s.events) > 0 && s.events[0].atUs <= target {
-		e := heap.Pop(&s.events).(event)
+		e := s.events.pop()
 		s.nowUs = max(s.nowUs, e.atUs)
 		e.fn(s.ctx)
 	}
@@ -230,55 +247,121 @@ func (s *Simulator) tick() error {
 // Replay runs one record through the virtual fleet and the ideal engine.
 func (s *Simulator) Replay(rec *accesslog.Record) error {
 	s.prepare(&s.prep, s.rb, rec)
+	s.countUser(&s.prep)
 	return s.replayPrepared(rec, &s.prep)
 }
 
-// prepared is what the simulator needs of a record's request: the descriptor values of each
-// domain's sources and the user and addresses the shared-NAT check counts. It is a pure function
-// of the record, so Run works it out on the reading goroutine, beside the replay.
+// countUser records the user of a prepared record behind its address and subnet, for the
+// shared-NAT check. Which users were seen behind an address does not depend on the replay, and
+// only the report reads it, so Run counts on the reading goroutine, off the replay's path.
+func (s *Simulator) countUser(p *prepared) {
+	if p.user == "" {
+		return
+	}
+	for i := range s.addrSrc {
+		if p.oks[i] {
+			s.nat.see(p.values[i], p.user)
+		}
+	}
+}
+
+// prepared is what the simulator needs of a record: its descriptor source values, the rules
+// they select with their store keys, and the user and addresses the shared-NAT check counts.
+// It is a pure function of the record, so Run works it out on the reading goroutine, beside
+// the replay, which is left with the decisions themselves.
 type prepared struct {
-	values [][]string // per domain, per source
-	oks    [][]bool
-	user   string    // JWT subject, else TLS fingerprint; "" when none
-	addrs  [2]string // the whole address and its subnet (addrSrc)
-	addrOK [2]bool
+	// The replay, on another core, reads the fields up to oks, kept together, and the record
+	// only when the gateway assignment needs one of its fields.
+	timeMs int64 // the record's time
+	// matched says whether any rule was selected; hits are the selections to decide, in
+	// domain and shape order, with their store keys end to end in keys.
+	matched bool
+	hits    []hit
+	keys    []byte
+	// values and oks are the values of s.sources: the shared-NAT address forms (addrSrc),
+	// then each domain's sources (Simulator.valuesAt).
+	values  []string
+	oks     []bool
+	user    string         // JWT subject, else TLS fingerprint; "" when none
+	entries []policy.Entry // scratch
+}
+
+// hit is one rule a record selects with a descriptor of the rule's own shape.
+type hit struct {
+	domain     int
+	rs         *ruleSim
+	shape      []int
+	start, end int    // the store key in prepared.keys
+	hash       uint64 // of the store key (Simulator.keySeed)
 }
 
 // prepare fills p for rec, building the request with rb. It reads only what New set up, so
 // it may run on another goroutine than the replay.
 func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Record) {
-	req := rb.build(rec)
-	p.user = req.Claims["sub"]
-	if p.user != "" {
-		p.user = "sub:" + p.user
-	} else if fp := req.Headers["x-ja4"]; fp != "" {
-		p.user = "fp:" + fp
-	} else if fp := req.Headers["x-ja3"]; fp != "" {
-		p.user = "fp:" + fp
+	req, tok := rb.build(rec)
+	p.timeMs = rec.TimeMs
+	p.user = ""
+	if tok != nil {
+		p.user = tok.user
 	}
-	for i, src := range s.addrSrc {
-		p.addrOK[i] = false
-		if p.user != "" {
-			e, ok := src.Entry(req)
-			p.addrs[i], p.addrOK[i] = e.Value, ok
+	if p.user == "" {
+		if fp, _ := lastHeader(req.HeaderList, "x-ja4"); fp != "" {
+			p.user = "fp:" + fp
+		} else if fp, _ := lastHeader(req.HeaderList, "x-ja3"); fp != "" {
+			p.user = "fp:" + fp
 		}
 	}
-	for len(p.values) < len(s.domains) {
-		p.values, p.oks = append(p.values, nil), append(p.oks, nil)
-	}
+	p.values, p.oks = req.AppendValues(p.values[:0], p.oks[:0], s.sources)
+	s.selectRules(p)
+}
+
+// selectRules finds the rules p's values select, with their store keys (prepared.hits).
+func (s *Simulator) selectRules(p *prepared) {
+	p.matched, p.hits, p.keys = false, p.hits[:0], p.keys[:0]
 	for di, ds := range s.domains {
-		vs, oks := p.values[di][:0], p.oks[di][:0]
-		for _, src := range ds.d.Sources {
-			e, ok := src.Entry(req)
-			vs, oks = append(vs, e.Value), append(oks, ok)
+		values, oks := s.valuesAt(p, di)
+		for _, shape := range ds.shapes {
+			p.entries = p.entries[:0]
+			ok := true
+			for _, i := range shape {
+				if !oks[i] {
+					ok = false
+					break
+				}
+				p.entries = append(p.entries, policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]})
+			}
+			if !ok {
+				continue
+			}
+			rule, found := ds.d.Lookup(p.entries)
+			if !found {
+				continue
+			}
+			rs := ds.rules[rule]
+			if rs == nil {
+				continue
+			}
+			p.matched = true
+			if len(shape) != rs.descriptorLen() {
+				continue // the rule's own shape decides it; a shorter or longer one must not count twice
+			}
+			start := len(p.keys)
+			p.keys = engine.AppendRuleKey(p.keys, ds.d.Name, rs.rule, p.entries)
+			p.hits = append(p.hits, hit{domain: di, rs: rs, shape: shape, start: start, end: len(p.keys),
+				hash: maphash.Bytes(s.keySeed, p.keys[start:])})
 		}
-		p.values[di], p.oks[di] = vs, oks
 	}
+}
+
+// valuesAt returns domain di's source values and oks within p.
+func (s *Simulator) valuesAt(p *prepared, di int) ([]string, []bool) {
+	from, to := s.domainAt[di], s.domainAt[di+1]
+	return p.values[from:to], p.oks[from:to]
 }
 
 // replayPrepared runs rec, prepared as p, through the virtual fleet and the ideal engine.
 func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
-	t := rec.TimeMs
+	t := p.timeMs
 	if !s.started {
 		s.started, s.startMs, s.nowUs, s.nextTick = true, t, t*1000, t
 	}
@@ -290,56 +373,16 @@ func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
 		return err
 	}
 	s.requests++
-	// The request's user behind its address and subnet, for the shared-NAT check.
-	for i := range p.addrs {
-		if p.addrOK[i] {
-			s.nat.see(p.addrs[i], p.user)
-		}
-	}
 	g := s.assign.pick(s, rec)
-	matched := false
-	for di, ds := range s.domains {
-		m, err := s.replayDomain(ds, p.values[di], p.oks[di], g)
-		if err != nil {
+	for i := range p.hits {
+		h := &p.hits[i]
+		s.values, s.oks = s.valuesAt(p, h.domain)
+		if err := s.decide(s.domains[h.domain], h.rs, h.shape, p.keys[h.start:h.end], h.hash, g); err != nil {
 			return err
 		}
-		matched = matched || m
 	}
-	if matched {
+	if p.matched {
 		s.matched++
 	}
 	return nil
-}
-
-// replayDomain decides the rules that ds's source values select.
-func (s *Simulator) replayDomain(ds *domainSim, values []string, oks []bool, g int) (bool, error) {
-	s.values, s.oks = values, oks
-	matched := false
-	for _, shape := range ds.shapes {
-		s.entries = s.entries[:0]
-		ok := true
-		for _, i := range shape {
-			if !s.oks[i] {
-				ok = false
-				break
-			}
-			s.entries = append(s.entries, policy.Entry{Key: ds.d.Sources[i].Key, Value: s.values[i]})
-		}
-		if !ok {
-			continue
-		}
-		rule, found := ds.d.Lookup(s.entries)
-		if !found {
-			continue
-		}
-		rs := ds.rules[rule]
-		if rs == nil {
-			continue
-		}
-		matched = true
-		if err := s.decide(ds, rs, shape, g); err != nil {
-			return matched, err
-		}
-	}
-	return matched, nil
 }

@@ -14,8 +14,10 @@ const maxPoints = 240
 
 // ruleStats accumulates one rule's results.
 type ruleStats struct {
-	out  report.Rule
-	keys map[string]*keyState
+	out report.Rule
+	// keys holds the rule's keys by a hash of the store key (prepared on the reading goroutine,
+	// so the replay does not hash long keys), chained through keyState.next when hashes collide.
+	keys map[uint64]*keyState
 	// natDenials counts non-legit would-deny decisions per address or subnet value.
 	natDenials map[string]int64
 	series     [4][]int64 // requests, would deny, ideal deny, lease
@@ -30,9 +32,12 @@ const (
 
 // keyState is one rate-limit key of a rule: its store key and what it saw.
 type keyState struct {
-	key      string // the store key
-	display  string // "k=v, k=v" for reports
-	addr     string // the address or subnet in the descriptor, for the shared-NAT check
+	key  string    // the store key
+	next *keyState // another key with the same hash (ruleStats.keys)
+	// display ("k=v, k=v") and addr, the address or subnet in the descriptor for the
+	// shared-NAT check, are set on the key's first denial (Simulator.describe).
+	display  string
+	addr     string
 	requests int64
 	denials  int64
 	legit    int64
@@ -47,7 +52,7 @@ func newRuleStats(domain string, r *policy.Rule) *ruleStats {
 	return &ruleStats{
 		out: report.Rule{Domain: domain, Rule: r.Name, Stage: string(r.Stage.Name), Pos: r.Pos.String(),
 			Limit: limitString(r)},
-		keys:       map[string]*keyState{},
+		keys:       map[uint64]*keyState{},
 		natDenials: map[string]int64{},
 	}
 }
@@ -80,12 +85,36 @@ func (s *ruleStats) halve() {
 	}
 }
 
+// lookup returns the key with store key key and its hash, or nil.
+func (s *ruleStats) lookup(hash uint64, key []byte) *keyState {
+	ks := s.keys[hash]
+	for ks != nil && ks.key != string(key) {
+		ks = ks.next
+	}
+	return ks
+}
+
+// insert adds a key that lookup does not find.
+func (s *ruleStats) insert(hash uint64, ks *keyState) {
+	ks.next, s.keys[hash] = s.keys[hash], ks
+}
+
 // prune forgets keys idle since before cutoff that were never denied, so memory follows the
 // live keys rather than every key ever seen.
 func (s *ruleStats) prune(cutoff int64) {
-	for k, ks := range s.keys {
-		if ks.denials == 0 && ks.lastMs < cutoff {
-			delete(s.keys, k)
+	for h, first := range s.keys {
+		var kept *keyState
+		for ks := first; ks != nil; {
+			next := ks.next
+			if ks.denials > 0 || ks.lastMs >= cutoff {
+				ks.next, kept = kept, ks
+			}
+			ks = next
+		}
+		if kept == nil {
+			delete(s.keys, h)
+		} else {
+			s.keys[h] = kept
 		}
 	}
 }
@@ -98,9 +127,11 @@ func (s *ruleStats) finish(topN, natUsers int, users func(string) int, startMs, 
 		}
 	}
 	var denied []*keyState
-	for _, ks := range s.keys {
-		if ks.denials > 0 {
-			denied = append(denied, ks)
+	for _, first := range s.keys {
+		for ks := first; ks != nil; ks = ks.next {
+			if ks.denials > 0 {
+				denied = append(denied, ks)
+			}
 		}
 	}
 	sort.Slice(denied, func(i, j int) bool {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -287,6 +289,56 @@ func TestReadArenaMatchesRead(t *testing.T) {
 				}
 			}
 			batch, arena = batch[:0], arena[:0]
+		}
+	}
+}
+
+func TestStringSpecials(t *testing.T) {
+	special := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+	// Words of plain bytes and of high (UTF-8) bytes, with every byte value at every position,
+	// and with a second byte value after it: the first special byte must be found exactly.
+	for _, base := range []string{"abcdefgh", "\xff\x80\xe2\x82\xac\xc3\xa9\x7f"} {
+		for pos := 0; pos < 8; pos++ {
+			for c := 0; c < 256; c++ {
+				for _, later := range []byte{'a', '"', '\\', 0, 0x1f, 0x20, 0x80, 0xff} {
+					b := []byte(base)
+					b[pos] = byte(c)
+					if pos < 7 {
+						b[7] = later
+					}
+					want := 8
+					for i := range b {
+						if special(b[i]) {
+							want = i
+							break
+						}
+					}
+					got := 8
+					if m := stringSpecials(wordOf(string(b))); m != 0 {
+						got = bits.TrailingZeros64(m) / 8
+					}
+					if got != want {
+						t.Errorf("%q: first special byte: got %d, want %d", b, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func wordOf(s string) uint64 { return stringWord(s, 0) }
+
+func TestIsSmallInt(t *testing.T) {
+	for _, tt := range []struct {
+		lit  string
+		want bool
+	}{{"0", true}, {"200", true}, {"-7", true}, {"0123", true}, {"-", false}, {"", false},
+		{"1.5", false}, {"1e3", false}, {"123456789012345678", true}, {"1234567890123456789", false}} {
+		if got := isSmallInt(tt.lit); got != tt.want {
+			t.Errorf("isSmallInt(%q): got %v, want %v", tt.lit, got, tt.want)
+		}
+		if _, err := strconv.ParseFloat(tt.lit, 64); tt.want && err != nil {
+			t.Errorf("ParseFloat(%q): %v, but isSmallInt accepts it", tt.lit, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package accesslog
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -13,10 +14,47 @@ import (
 // only the values whose keys it maps and skips the rest. Nested objects are entered only when a
 // mapped key is a dotted path into them.
 type jsonParser struct {
-	keys map[string]target
+	keys keyIndex
 	// nested records whether any mapped key is dotted, so plain logs skip objects quickly.
 	nestedChecked bool
 	nested        bool
+}
+
+// keyIndex finds the target of a log key. Every key of every line is looked up, most of them
+// unmapped, so it avoids hashing the whole key as a map would: keys are bucketed by their length
+// and first and last bytes, and a lookup compares the key with the bucket's few candidates.
+type keyIndex struct {
+	buckets [128][]keyTarget
+}
+
+type keyTarget struct {
+	key string
+	tg  target
+}
+
+func newKeyIndex(keys map[string]target) keyIndex {
+	var ix keyIndex
+	for k, tg := range keys {
+		b := &ix.buckets[keyBucket(k)]
+		*b = append(*b, keyTarget{k, tg})
+	}
+	return ix
+}
+
+func keyBucket(k string) int {
+	if k == "" {
+		return 0
+	}
+	return (len(k)*31 + int(k[0])*7 + int(k[len(k)-1])) & 127
+}
+
+func (ix *keyIndex) find(k string) (target, bool) {
+	for _, e := range ix.buckets[keyBucket(k)] {
+		if e.key == k {
+			return e.tg, true
+		}
+	}
+	return target{}, false
 }
 
 type jsonScan struct {
@@ -28,9 +66,11 @@ var errJSON = errors.New("malformed JSON")
 
 func (p *jsonParser) parse(line string, rec *Record) error {
 	if !p.nestedChecked {
-		for k := range p.keys {
-			if strings.Contains(k, ".") {
-				p.nested = true
+		for _, b := range p.keys.buckets {
+			for _, e := range b {
+				if strings.Contains(e.key, ".") {
+					p.nested = true
+				}
 			}
 		}
 		p.nestedChecked = true
@@ -87,7 +127,7 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 			if err != nil {
 				return err
 			}
-			if tg, ok := p.keys[path]; ok {
+			if tg, ok := p.keys.find(path); ok {
 				if err := tg.set(rec, v); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
@@ -105,7 +145,7 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 			if err := sc.literal(); err != nil {
 				return err
 			}
-			if tg, ok := p.keys[path]; ok && sc.s[start] != 'n' {
+			if tg, ok := p.keys.find(path); ok && sc.s[start] != 'n' {
 				if err := tg.set(rec, sc.s[start:sc.i]); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
@@ -132,7 +172,8 @@ func (sc *jsonScan) errAt(msg string) error {
 }
 
 func (sc *jsonScan) ws() {
-	for sc.i < len(sc.s) {
+	// Compact logs have no whitespace between tokens, so the first test usually ends it.
+	for sc.i < len(sc.s) && sc.s[sc.i] <= ' ' {
 		switch sc.s[sc.i] {
 		case ' ', '\t', '\r', '\n':
 			sc.i++
@@ -148,7 +189,17 @@ func (sc *jsonScan) str() (string, error) {
 		return "", sc.errAt("want a string")
 	}
 	start := sc.i + 1
-	for j := start; j < len(sc.s); j++ {
+	j := start
+	// Skip eight plain bytes at a time: a line's strings (tokens, IDs, paths) are most of its
+	// bytes, and this loop was the parser's largest cost.
+	for j+8 <= len(sc.s) {
+		if m := stringSpecials(stringWord(sc.s, j)); m != 0 {
+			j += bits.TrailingZeros64(m) / 8 // the byte loop below starts at it
+			break
+		}
+		j += 8
+	}
+	for ; j < len(sc.s); j++ {
 		switch c := sc.s[j]; {
 		case c == '"':
 			sc.i = j + 1
@@ -162,6 +213,24 @@ func (sc *jsonScan) str() (string, error) {
 	}
 	sc.i = len(sc.s)
 	return "", sc.errAt("unterminated string")
+}
+
+// stringWord is the eight bytes of s from i, little-endian; the compiler makes it one load.
+func stringWord(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// stringSpecials marks the bytes of v, a word of a JSON string, that end a plain run: a
+// quote, a backslash or a control character. It tests all eight bytes at once with the bit
+// tricks for "has a zero byte" and "has a byte less than n" (Hacker's Delight): the result
+// is 0 exactly when no byte qualifies, and otherwise its lowest set bit is the high bit of
+// the first qualifying byte (higher bits may be wrong, so only the lowest is used).
+func stringSpecials(v uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := v^(ones*'"'), v^(ones*'\\')
+	return ((quote-ones)&^quote | (backslash-ones)&^backslash | (v-ones*0x20)&^v) & highs
 }
 
 // escaped decodes a string with escapes, starting after its opening quote.
@@ -249,6 +318,8 @@ func (sc *jsonScan) literal() error {
 		return sc.errAt("want a value")
 	case lit == "true", lit == "false", lit == "null":
 		return nil
+	case isSmallInt(lit):
+		return nil // what ParseFloat would accept, without its cost: most numbers in logs
 	case lit[0] == '-' || (lit[0] >= '0' && lit[0] <= '9'):
 		if _, err := strconv.ParseFloat(lit, 64); err != nil {
 			sc.i = start
@@ -258,6 +329,21 @@ func (sc *jsonScan) literal() error {
 	}
 	sc.i = start
 	return sc.errAt("want a value")
+}
+
+// isSmallInt reports whether lit is an optional '-' and 1 to 18 digits, a number ParseFloat
+// accepts.
+func isSmallInt(lit string) bool {
+	digits := strings.TrimPrefix(lit, "-")
+	if digits == "" || len(digits) > 18 {
+		return false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // skipComposite skips an object or array, minding strings.

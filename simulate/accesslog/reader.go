@@ -90,7 +90,7 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 	keys := keyTable(opts.Mapping, opts.Headers)
 	switch format {
 	case FormatEnvoyJSON, FormatJSONL:
-		p := &jsonParser{keys: keys}
+		p := &jsonParser{keys: newKeyIndex(keys)}
 		rd.read = p.parse
 	case FormatEnvoyText:
 		rd.read = parseText

@@ -1,0 +1,92 @@
+package simulate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+)
+
+// referenceClaims is decodePayload's meaning, written plainly: json.Unmarshal into raw values,
+// then each value tried as a string, a number and a boolean.
+func referenceClaims(raw []byte) map[string]string {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil
+	}
+	claims := make(map[string]string, len(fields))
+	for k, v := range fields {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			claims[k] = s
+			continue
+		}
+		var n json.Number
+		if json.Unmarshal(v, &n) == nil {
+			claims[k] = n.String()
+			continue
+		}
+		var b bool
+		if json.Unmarshal(v, &b) == nil {
+			claims[k] = strconv.FormatBool(b)
+		}
+	}
+	return claims
+}
+
+var claimsSeeds = []string{
+	`{"sub":"u1","plan":"pro","iat":1714564800,"admin":true,"x":null}`,
+	` { "a" : -0.5e+3 , "b":false } `, `{}`, `{"a":1,"a":"two"}`, `{"a":"two","a":{"n":1}}`,
+	`{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":.5}`, `{"a":1e}`, `{"a":truex}`, `{"a":nul}`,
+	`{"a":"b\"c"}`, `{"é":"ü"}`, "{\"a\":\"\x01\"}", `{"a":[1,2]}`, `{"a":1,}`, `{"a" 1}`,
+	`{"a":1}x`, `[1]`, `"s"`, ``, `{"a":"\u00e9"}`, `{"":""}`, `{"a":1E400}`,
+}
+
+// The fast path of decodePayload must agree with the reference on every payload.
+func TestDecodePayload(t *testing.T) {
+	for _, raw := range claimsSeeds {
+		got := decodePayload(b64(raw))
+		if want := referenceClaims([]byte(raw)); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
+			t.Errorf("decodePayload(%s): got %v, want %v", raw, got, want)
+		}
+	}
+}
+
+func FuzzDecodePayload(f *testing.F) {
+	for _, raw := range claimsSeeds {
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got := decodePayload(b64(raw))
+		if want := referenceClaims([]byte(raw)); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
+			t.Errorf("decodePayload(%q): got %v, want %v", raw, got, want)
+		}
+	})
+}
+
+// claimString's fast paths must write every value as the json.Unmarshal tries do.
+func TestClaimString(t *testing.T) {
+	slow := func(v json.RawMessage) (string, bool) {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return s, true
+		}
+		var n json.Number
+		if json.Unmarshal(v, &n) == nil {
+			return n.String(), true
+		}
+		var b bool
+		if json.Unmarshal(v, &b) == nil {
+			return strconv.FormatBool(b), true
+		}
+		return "", false
+	}
+	for _, v := range []string{`"u1"`, `""`, `"a\"b"`, `"\u00e9\ud83d\ude00"`, "\"\xff\xfe\"", `"é"`, `true`, `false`,
+		`null`, `0`, `-12`, `1.5e+3`, `1E400`, `-0.0`, `{"a":1}`, `[1,"x"]`, `[]`} {
+		gotS, gotOK := claimString(json.RawMessage(v))
+		wantS, wantOK := slow(json.RawMessage(v))
+		if gotS != wantS || gotOK != wantOK {
+			t.Errorf("claimString(%s): got %q, %v; want %q, %v", v, gotS, gotOK, wantS, wantOK)
+		}
+	}
+}
