@@ -8,7 +8,7 @@ OUT     := out
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test bench vet fmt clean redis
+.PHONY: all build demo test bench bench-enforcer vet fmt clean redis
 
 all: build
 
@@ -44,6 +44,10 @@ test: redis
 
 bench: redis
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The enforcer's figures in the README (about 2 minutes; results in $(OUT)/bench/).
+bench-enforcer: redis
+	./scripts/bench-enforcer.sh $(OUT)/bench
 
 fmt:
 	gofmt -l -w .
