@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -136,6 +138,9 @@ func runBench(ctx context.Context, o *benchOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if _, err := procCPU(o.pid); err != nil {
+		return usageErrorf("bench: --pid %d: %w", o.pid, err)
+	}
 	conns := make([]rlsv3.RateLimitServiceClient, o.connections)
 	for i := range conns {
 		cc, err := grpc.NewClient(o.target, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -165,7 +170,10 @@ func runBench(ctx context.Context, o *benchOptions, stdout io.Writer) error {
 			return usageErrorf("bench: --redis-url: %w", err)
 		}
 	}
-	cpuBefore, cpuErr := procCPU(o.pid)
+	cpuBefore, err := procCPU(o.pid)
+	if err != nil {
+		return usageErrorf("bench: --pid %d: %w", o.pid, err)
+	}
 
 	res := &BenchResult{Target: o.target, Concurrency: o.concurrency}
 	var okN, overN, errN atomic.Int64
@@ -244,8 +252,8 @@ func runBench(ctx context.Context, o *benchOptions, stdout io.Writer) error {
 	}
 	if o.pid > 0 {
 		cpuAfter, err := procCPU(o.pid)
-		if err != nil || cpuErr != nil {
-			return usageErrorf("bench: --pid %d: %w", o.pid, errorsJoin(cpuErr, err))
+		if err != nil {
+			return usageErrorf("bench: --pid %d: %w", o.pid, err)
 		}
 		per := float64((cpuAfter - cpuBefore).Microseconds()) / float64(max(res.Requests, 1))
 		res.CPUUsPerReq = &per
@@ -331,6 +339,9 @@ func procCPU(pid int) (time.Duration, error) {
 		return 0, nil
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("no process %d in /proc (it exited, or this is not Linux)", pid)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -343,15 +354,6 @@ func procCPU(pid int) (time.Duration, error) {
 	ut, _ := strconv.ParseInt(fields[11], 10, 64)
 	st, _ := strconv.ParseInt(fields[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond, nil
-}
-
-func errorsJoin(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }
 
 func printBench(w io.Writer, format string, r *BenchResult) error {
