@@ -45,6 +45,10 @@ type Config struct {
 	BreakerFailures int
 	// BreakerCooldown is how long the breaker stays open before a probe (default 1s).
 	BreakerCooldown time.Duration
+	// RedisPipelines is how many Redis pipelines may be in flight at once (default 4):
+	// concurrent store calls queue and share them (engine.Pipelined). Negative sends every call
+	// on its own round trip.
+	RedisPipelines int
 
 	// InstanceID decides canary membership (default $POD_NAME, then the hostname).
 	InstanceID string
@@ -75,6 +79,9 @@ const (
 	DefaultStoreTimeout    = 5 * time.Millisecond
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = time.Second
+	DefaultRedisPipelines  = 4
+	// redisPipelineBatch caps the calls in one pipeline.
+	redisPipelineBatch     = 64
 	DefaultShutdownTimeout = 5 * time.Second
 	// DefaultGCPercent trades heap headroom for CPU: the enforcer's live heap is a few MB of
 	// leases and config, so letting it grow 4x between collections costs little memory and
@@ -101,6 +108,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BreakerCooldown == 0 {
 		c.BreakerCooldown = DefaultBreakerCooldown
+	}
+	if c.RedisPipelines == 0 {
+		c.RedisPipelines = DefaultRedisPipelines
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
@@ -164,6 +174,7 @@ func Flags(c *Config) *pflag.FlagSet {
 	fs.DurationVar(&c.StoreTimeout, "store-timeout", DefaultStoreTimeout, "hard timeout of every store call")
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", DefaultBreakerFailures, "consecutive store failures that open the circuit breaker")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", DefaultBreakerCooldown, "how long the open breaker waits before a probe")
+	fs.IntVar(&c.RedisPipelines, "redis-pipelines", DefaultRedisPipelines, "Redis pipelines in flight at once, shared by concurrent store calls; -1 sends each call on its own")
 	fs.StringVar(&c.InstanceID, "instance-id", "", "instance identity for canary membership (default $POD_NAME, then hostname)")
 	fs.StringVar(&c.JournalPath, "journal", "", "write the decision journal to this file (off by default)")
 	fs.BoolVar(&c.JournalBlock, "journal-block", false, "block decisions instead of dropping journal records when the journal falls behind")

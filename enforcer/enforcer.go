@@ -70,6 +70,7 @@ type Enforcer struct {
 	redis    redis.UniversalClient
 	breaker  *breaker
 	store    *guardedStore
+	pipe     *engine.Pipelined // the Redis store when it pipelines, for Close
 	order    *order
 	leasing  *leasing
 	fallback *engine.Memory
@@ -223,6 +224,9 @@ func (e *Enforcer) Close() error {
 			cancel()
 		}
 		e.wg.Wait()
+		if e.pipe != nil {
+			e.pipe.Close()
+		}
 		if e.redis != nil {
 			_ = e.redis.Close()
 		}
@@ -313,7 +317,11 @@ func (e *Enforcer) openStore() (engine.Store, bool, error) {
 	} else {
 		_ = st.Return(ctx, engine.ReturnRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, N: 1})
 	}
-	return st, true, nil
+	if c.RedisPipelines < 0 {
+		return st, true, nil
+	}
+	e.pipe = engine.NewPipelined(st, c.RedisPipelines, redisPipelineBatch)
+	return e.pipe, true, nil
 }
 
 func (e *Enforcer) serveGRPC() error {
