@@ -277,7 +277,7 @@ func (e *Enforcer) openStore() (engine.Store, bool, error) {
 		ReadTimeout:           max(c.StoreTimeout, time.Millisecond),
 		WriteTimeout:          max(c.StoreTimeout, time.Millisecond),
 		ContextTimeoutEnabled: true,
-		MaxRetries:            -1, // never retry inside the store timeout
+		MaxRetries:            -1, // never retry inside the store timeout (a Cluster's MOVED/ASK redirects still follow)
 		DialerRetries:         1,
 		PoolSize:              64,
 		MinIdleConns:          4,
@@ -317,10 +317,16 @@ func (e *Enforcer) openStore() (engine.Store, bool, error) {
 	} else {
 		_ = st.Return(ctx, engine.ReturnRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, N: 1})
 	}
-	if c.RedisPipelines < 0 {
+	// A Cluster gets no pipelining: go-redis splits a cluster pipeline by node, waits for all of
+	// them and retries a node's whole batch (engine.NewPipelined).
+	if _, cluster := e.redis.(*redis.ClusterClient); cluster || c.RedisPipelines < 0 {
 		return st, true, nil
 	}
 	e.pipe = engine.NewPipelined(st, c.RedisPipelines, redisPipelineBatch)
+	// Dial the pipelines' own connection pool too.
+	if r, err := e.pipe.Take(ctx, engine.TakeRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, Want: 1}); err == nil && r.Granted > 0 {
+		_ = e.pipe.Return(ctx, engine.ReturnRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, N: r.Granted})
+	}
 	return e.pipe, true, nil
 }
 

@@ -39,7 +39,7 @@ func (h *LeaseHandle) Take(ctx context.Context, cost int64) (d Decision, err err
 		l = m.lookup(h.key, false, h.limits)
 		h.l = l
 	}
-	if rest, ok := l.spend(m.single, cost); ok {
+	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
 		m.hit(&d, l, rest)
 		return d, nil
@@ -47,9 +47,9 @@ func (h *LeaseHandle) Take(ctx context.Context, cost int64) (d Decision, err err
 	// A lease Sweep forgot holds no tokens, so the spend above failed as it
 	// would have on the key's new lease, which the keyed Take would find.
 	if h.dead(l) {
-		l = m.lookup(h.key, false, h.limits)
+		l = m.relookup(l, h.limits)
 		h.l = l
-		if rest, ok := l.spend(m.single, cost); ok {
+		if rest, ok := m.spend(l, cost); ok {
 			m.refill(l, rest)
 			m.hit(&d, l, rest)
 			return d, nil
@@ -111,10 +111,14 @@ func (h *MemoryHandle) Take(want, need, now int64) (Result, error) {
 		return Result{}, err
 	}
 	e := h.e
-	if e == nil || e.dropped {
+	switch {
+	case e == nil:
 		e = sh.entry(h.key, false, len(xs), now)
 		h.e = e
-	} else {
+	case e.dropped:
+		e = sh.reentry(h.key, e, len(xs), now)
+		h.e = e
+	default:
 		e.renew(len(xs), now)
 	}
 	res := take(xs, e.slots, now, want, need)

@@ -91,8 +91,8 @@ func TestLeaseHandleMatchesKeyed(t *testing.T) {
 			if got, want := handled.Stats(), keyed.Stats(); got != want {
 				t.Errorf("stats: got %+v with handles, want %+v", got, want)
 			}
-			if got, want := handled.Stranded(), keyed.Stranded(); got != want {
-				t.Errorf("stranded: got %d with handles, want %d", got, want)
+			if got, want := handled.Stranded(), keyed.Stranded(); got != want || got != balances(keyed) {
+				t.Errorf("stranded: got %d with handles, want %d (leases hold %d)", got, want, balances(keyed))
 			}
 			if got, want := handled.Keys(), keyed.Keys(); got != want {
 				t.Errorf("keys: got %d with handles, want %d", got, want)
@@ -120,5 +120,69 @@ func TestMemoryHandleErrors(t *testing.T) {
 		if want == nil || got == nil || got.Error() != want.Error() {
 			t.Errorf("%+v: got %v, want %v", tc, got, want)
 		}
+	}
+}
+
+// A handle whose lease Sweep forgot finds the key's lease again: on a single-goroutine
+// manager its old lease itself, made fresh, unless a keyed Take made the key a new lease
+// meanwhile; the store state behind the lease's hint is found again after Expire dropped it.
+func TestLeaseHandleRevives(t *testing.T) {
+	ctx := context.Background()
+	v := &virtual{now: 1000}
+	store := NewSingleGoroutineMemory(v)
+	m := newTestManager(t, store, v, LeaseConfig{MinLease: 2, MaxLease: 10, TTL: 100, SingleGoroutine: true})
+	limits := []Limit{{Requests: 10, Window: 1000}}
+	h := m.Handle("k", limits)
+	// forget spends from the lease, lets it idle until Sweep forgets it and the store state
+	// expires, and returns the lease it had.
+	forget := func() *lease {
+		t.Helper()
+		if _, err := h.Take(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		l := h.l
+		for range 3 {
+			v.advance(v.now + 100)
+			if err := m.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !l.dead || m.local["k"] != nil {
+			t.Fatalf("lease not forgotten: dead %v, live %v", l.dead, m.local["k"])
+		}
+		v.advance(v.now + 10*MinTTL)
+		if store.Expire(v.now) != 1 {
+			t.Fatal("store state not expired")
+		}
+		return l
+	}
+	steps := []struct {
+		keyed bool // a keyed Take comes first
+		same  bool // the handle gets its old lease back
+	}{{false, true}, {true, false}, {false, true}}
+	for i, st := range steps {
+		old := forget()
+		if st.keyed {
+			if _, err := m.Take(ctx, "k", limits, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := h.Take(ctx, 1)
+		if err != nil || !d.OK {
+			t.Fatalf("step %d: got %+v, %v", i, d, err)
+		}
+		if got := h.l == old; got != st.same || h.l != m.local["k"] || h.l.dead {
+			t.Errorf("step %d: old lease reused %v, want %v (live %v, dead %v)", i, got, st.same, h.l == m.local["k"], h.l.dead)
+		}
+		if !st.keyed {
+			// The state was fresh again: a full bucket of 10 gave a lease of MinLease 2, and
+			// a token is 100 units.
+			if got, want := store.Fields("k")["tok0"], int64(8*100); got != want {
+				t.Errorf("step %d: store holds %d units, want %d", i, got, want)
+			}
+		}
+	}
+	if got, want := m.Stranded(), balances(m); got != want {
+		t.Errorf("stranded: got %d, leases hold %d", got, want)
 	}
 }

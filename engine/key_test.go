@@ -44,3 +44,24 @@ func FuzzKey(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendEscaped checks the word-at-a-time escaping against escaping byte by byte.
+func FuzzAppendEscaped(f *testing.F) {
+	f.Add("plain-value-longer-than-eight")
+	f.Add("tls_fingerprint:t13d1516h2_8daaf6152771_02713d6af862")
+	f.Add("%{}:%{}:\\x80\\xff%")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		var want []byte
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c == '%' || c == ':' || c == '{' || c == '}' {
+				want = append(want, '%', "0123456789ABCDEF"[c>>4], "0123456789ABCDEF"[c&15])
+			} else {
+				want = append(want, c)
+			}
+		}
+		if got := appendEscaped([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Fatalf("appendEscaped(%q): got %q, want %q", s, got[1:], want)
+		}
+	})
+}

@@ -87,6 +87,7 @@ type LeaseManager struct {
 	single bool              // cfg.SingleGoroutine
 	leases sync.Map          // key string → *lease, unless single
 	local  map[string]*lease // the leases when single
+	held   int64             // the sum of the leases' balances when single (Stranded)
 	closed atomic.Bool
 
 	// seen is the latest Clock reading the manager made; local hits age
@@ -97,8 +98,9 @@ type LeaseManager struct {
 	seen atomic.Int64
 	_    [56]byte
 
-	dueMu sync.Mutex // guards due and every lease's dueAt
+	dueMu sync.Mutex // guards due, fresh and every lease's dueAt, queued and freshAt
 	due   dueHeap    // when Sweep must look at which lease next
+	fresh []*lease   // new leases for Sweep to look at, nil where one was scheduled since
 
 	fetches, shortCircuits, returned, storeErrors atomic.Int64
 }
@@ -113,16 +115,26 @@ type lease struct {
 	limiting atomic.Int32 // the last store reply's Limiting
 
 	m *LeaseManager
-	// fetch is the prefetch handed to the Dispatcher, made once per lease
-	// so that a prefetch does not allocate; fetchWant and fetchLimits are
-	// its arguments, owned by the prefetch in flight.
+	// fetch is the prefetch handed to the Dispatcher, made at the lease's
+	// first prefetch (most leases never prefetch) so that later ones do
+	// not allocate; fetchWant and fetchLimits are its arguments, owned by
+	// the prefetch in flight.
 	fetch       func(context.Context)
 	fetchWant   int64
 	fetchLimits []Limit
 
 	// dueAt is the time of the lease's live entry in m.due (notDue when
-	// it has none); other entries for it are stale. Guarded by m.dueMu.
-	dueAt int64
+	// it has none); other entries for it are stale. queued counts the
+	// entries, live and stale, that name the lease. freshAt is 1 + the
+	// lease's index in m.fresh while it is there, else 0. Guarded by
+	// m.dueMu.
+	dueAt   int64
+	queued  int
+	freshAt int
+
+	// hint lets a single-goroutine Memory find the key's state without
+	// hashing the key (storeHint). Only the store touches it.
+	hint storeHint
 
 	mu       sync.Mutex // guards the fields below, unless single
 	limits   []Limit
@@ -221,7 +233,7 @@ func NewLeaseManager(cfg LeaseConfig) (*LeaseManager, error) {
 // fail-open or fail-closed rule.
 func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cost int64) (d Decision, err error) {
 	l := m.lookup(key, false, limits)
-	if rest, ok := l.spend(m.single, cost); ok {
+	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
 		m.hit(&d, l, rest)
 		return d, nil
@@ -235,7 +247,7 @@ func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cos
 func (m *LeaseManager) TakeBytes(ctx context.Context, key []byte, limits []Limit, cost int64) (d Decision, err error) {
 	// The unsafe view is only looked up; lookup clones it before storing it.
 	l := m.lookup(unsafe.String(unsafe.SliceData(key), len(key)), true, limits)
-	if rest, ok := l.spend(m.single, cost); ok {
+	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
 		m.hit(&d, l, rest)
 		return d, nil
@@ -243,16 +255,17 @@ func (m *LeaseManager) TakeBytes(ctx context.Context, key []byte, limits []Limit
 	return m.slow(ctx, l, limits, cost)
 }
 
-// spend takes cost tokens from the local balance if it covers them and
+// spend takes cost tokens from l's local balance if it covers them and
 // returns the balance left. A single-goroutine manager does it with plain
 // loads and stores, sparing the locked instruction of a compare-and-swap.
-func (l *lease) spend(single bool, cost int64) (int64, bool) {
-	if single {
+func (m *LeaseManager) spend(l *lease, cost int64) (int64, bool) {
+	if m.single {
 		b := l.balance.v
 		if b < cost || cost < 1 {
 			return 0, false
 		}
 		l.balance.v = b - cost
+		m.held -= cost
 		return b - cost, true
 	}
 	for {
@@ -297,18 +310,40 @@ func (m *LeaseManager) lookup(key string, clone bool, limits []Limit) *lease {
 	if clone {
 		key = strings.Clone(key)
 	}
-	l := &lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue}
-	l.fetch = l.runFetch
-	l.setLimits(limits)
-	l.lowWater.Store(m.lowWater(l.size))
+	l := &lease{}
+	m.renew(l, key, limits)
 	if m.single {
 		m.local[key] = l
 	} else if v, loaded := m.leases.LoadOrStore(key, l); loaded {
 		return v.(*lease)
 	}
-	// Sweep looks at a new lease at its next run, and reschedules it.
-	m.scheduleBy(l, 0)
+	m.enlist(l)
 	return l
+}
+
+// relookup is lookup of the key of l, a lease Sweep forgot. A
+// single-goroutine manager makes l itself the key's lease again, fresh,
+// rather than allocate another (with its prefetch closure) each time a key
+// that Sweep forgets comes back: unless a keyed Take made the key a new
+// lease meanwhile, or a stale entry in the due heap still names l (it would
+// look live again). Handles that still hold l then hold the key's lease,
+// as they would after their own lookup.
+func (m *LeaseManager) relookup(l *lease, limits []Limit) *lease {
+	if !m.single || l.queued > 0 || m.local[l.key] != nil {
+		return m.lookup(l.key, false, limits)
+	}
+	m.renew(l, l.key, limits)
+	m.local[l.key] = l
+	m.enlist(l)
+	return l
+}
+
+// renew makes l a new lease of key, keeping its prefetch closure and its
+// store hint (made for l and checked by the store before use).
+func (m *LeaseManager) renew(l *lease, key string, limits []Limit) {
+	*l = lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue, fetch: l.fetch, hint: l.hint}
+	l.setLimits(limits)
+	l.lowWater.Store(m.lowWater(l.size))
 }
 
 // setLimits records the key's limits (a reload may change them) and the
@@ -364,12 +399,15 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	}
 	if b := l.balance.Load(); b >= cost && l.balance.CompareAndSwap(b, b-cost) {
 		// Filled while we waited for the lock.
+		if m.single {
+			m.held -= cost
+		}
 		d := Decision{OK: true, Local: true, Remaining: b - cost, Limiting: int(l.limiting.Load()), ResetAfter: max(0, l.resetAt.Load()-now)}
 		m.unlock(l)
 		return d, nil
 	}
 	l.observe(m, now)
-	req := TakeRequest{Key: l.key, Limits: limits, Want: max(l.size, cost), Min: cost, Now: m.storeNow(now)}
+	req := TakeRequest{Key: l.key, Limits: limits, Want: max(l.size, cost), Min: cost, Now: m.storeNow(now), hint: &l.hint}
 	l.pending++
 	m.unlock(l)
 
@@ -404,7 +442,7 @@ func (m *LeaseManager) giveBack(l *lease, n, takenAt int64) {
 	if n <= 0 {
 		return
 	}
-	req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now())}
+	req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now()), hint: &l.hint}
 	m.returned.Add(n)
 	m.cfg.Dispatcher.Go(func(ctx context.Context) {
 		if err := m.cfg.Store.Return(ctx, req); err != nil {

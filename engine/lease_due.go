@@ -55,27 +55,62 @@ const notDue = math.MaxInt64
 // Sweep, finding nothing to do when the early entry comes due, pushes the
 // later time then. So a credit, which only ever puts the work later, costs
 // a comparison, and a lease renewed all the time is visited once per TTL.
-// Every live lease has one live entry (but while Sweep works on it).
+// Every live lease has one live entry (but while Sweep works on it), in
+// the heap or in the fresh list (enlist).
+//
+// Callers schedule a lease for the first time at which Sweep could act on
+// it, given what they just changed, so that the time replaces a new
+// lease's place in the fresh list: Sweep would only have rescheduled it.
 func (m *LeaseManager) scheduleBy(l *lease, at int64) {
 	if !m.single {
 		m.dueMu.Lock()
 		defer m.dueMu.Unlock()
 	}
+	if l.freshAt > 0 {
+		m.fresh[l.freshAt-1], l.freshAt = nil, 0
+	}
 	if at < l.dueAt {
 		l.dueAt = at
+		l.queued++
 		m.due.push(dueEntry{at: at, l: l})
 	}
 }
 
-// popDue removes and returns the lease due soonest if it is due at now,
-// skipping stale entries; the lease then has no live entry.
+// enlist makes Sweep look at l, a new lease, at its next run, unless l is
+// scheduled before. New leases wait in a list rather than in the heap:
+// most are scheduled at their expiry by their first store reply, and are
+// then taken off the list without a visit from Sweep.
+func (m *LeaseManager) enlist(l *lease) {
+	if !m.single {
+		m.dueMu.Lock()
+		defer m.dueMu.Unlock()
+	}
+	// Another goroutine that found the new lease may have scheduled it
+	// already; that entry is stale now, as it was behind an entry at 0.
+	l.dueAt = notDue
+	m.fresh = append(m.fresh, l)
+	l.freshAt = len(m.fresh)
+}
+
+// popDue removes and returns a lease of the fresh list, or else the lease
+// due soonest if it is due at now, skipping stale entries; the lease then
+// has no live entry.
 func (m *LeaseManager) popDue(now int64) *lease {
 	if !m.single {
 		m.dueMu.Lock()
 		defer m.dueMu.Unlock()
 	}
+	for n := len(m.fresh); n > 0; n = len(m.fresh) {
+		l := m.fresh[n-1]
+		m.fresh[n-1], m.fresh = nil, m.fresh[:n-1]
+		if l != nil {
+			l.freshAt = 0
+			return l
+		}
+	}
 	for len(m.due) > 0 && m.due[0].at <= now {
 		e := m.due.pop()
+		e.l.queued--
 		if e.at == e.l.dueAt {
 			e.l.dueAt = notDue
 			return e.l

@@ -25,6 +25,9 @@ func (m *LeaseManager) prefetch(l *lease) {
 		return
 	}
 	l.fetchWant, l.fetchLimits = want, l.limits
+	if l.fetch == nil {
+		l.fetch = l.runFetch
+	}
 	m.unlock(l)
 	m.fetches.Add(1)
 	m.cfg.Dispatcher.Go(l.fetch)
@@ -42,7 +45,7 @@ func (m *LeaseManager) calledOff(l *lease) {
 // runFetch is the prefetch that prefetch hands the Dispatcher.
 func (l *lease) runFetch(ctx context.Context) {
 	m := l.m
-	res, err := m.cfg.Store.Take(ctx, TakeRequest{Key: l.key, Limits: l.fetchLimits, Want: l.fetchWant, Min: 1, Now: m.storeNow(m.now())})
+	res, err := m.cfg.Store.Take(ctx, TakeRequest{Key: l.key, Limits: l.fetchLimits, Want: l.fetchWant, Min: 1, Now: m.storeNow(m.now()), hint: &l.hint})
 	now := m.now()
 	m.lock(l)
 	switch {
@@ -81,6 +84,9 @@ func (m *LeaseManager) credit(l *lease, n, takenAt, now int64) {
 		add := clamp(m.cfg.MaxLease-b, 0, n)
 		if l.balance.CompareAndSwap(b, b+add) {
 			l.credited += add
+			if m.single {
+				m.held += add
+			}
 			m.giveBack(l, n-add, takenAt)
 			return
 		}

@@ -31,7 +31,10 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 		case now >= l.expires && l.balance.Load() > 0:
 			n = l.balance.Swap(0)
 			l.drained += n
-			req = ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now)}
+			if m.single {
+				m.held -= n
+			}
+			req = ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now), hint: &l.hint}
 		case now >= l.expires+m.cfg.TTL && now >= l.blocked && l.pending == 0 && !l.inflight.Load() && l.balance.Load() == 0:
 			l.dead = true
 			if m.single {
@@ -80,7 +83,10 @@ func (m *LeaseManager) Close(ctx context.Context) error {
 		m.lock(l)
 		n := l.balance.Swap(0)
 		l.drained += n
-		req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now)}
+		if m.single {
+			m.held -= n
+		}
+		req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now), hint: &l.hint}
 		m.unlock(l)
 		if err := m.returnNow(ctx, req); err != nil {
 			errs = append(errs, err)
@@ -92,6 +98,9 @@ func (m *LeaseManager) Close(ctx context.Context) error {
 // Stranded is the sum of all local balances: tokens debited from the store
 // and not yet spent or given back.
 func (m *LeaseManager) Stranded() int64 {
+	if m.single {
+		return m.held
+	}
 	var sum int64
 	m.each(func(l *lease) { sum += l.balance.Load() })
 	return sum

@@ -30,7 +30,18 @@ func checkedSweep(t *testing.T, m *LeaseManager) {
 			t.Fatalf("after Sweep at %d: idle lease %q (expired %d, blocked until %d, due %d) not forgotten", now, l.key, l.expires, l.blocked, l.dueAt)
 		}
 	})
+	if got, want := m.Stranded(), balances(m); got != want {
+		t.Fatalf("after Sweep at %d: Stranded %d, leases hold %d", now, got, want)
+	}
 	live := 0
+	for i, l := range m.fresh {
+		if l != nil {
+			if l.freshAt != i+1 || l.dueAt != notDue {
+				t.Fatalf("after Sweep at %d: lease %q at %d of the fresh list says %d, due %d", now, l.key, i, l.freshAt-1, l.dueAt)
+			}
+			live++
+		}
+	}
 	for _, e := range m.due {
 		if e.at == e.l.dueAt {
 			live++
@@ -42,6 +53,14 @@ func checkedSweep(t *testing.T, m *LeaseManager) {
 	if want := m.count(); live != want {
 		t.Fatalf("after Sweep: %d leases scheduled, %d live", live, want)
 	}
+}
+
+// balances is the sum of the live leases' balances, which Stranded of a
+// single-goroutine manager keeps as it changes.
+func balances(m *LeaseManager) int64 {
+	var sum int64
+	m.each(func(l *lease) { sum += l.balance.Load() })
+	return sum
 }
 
 // count is the number of live leases.
@@ -142,7 +161,7 @@ func TestLeaseSweepVisitsOnlyDue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkedSweep(t, m) // new leases are looked at once and scheduled at their expiry
+	checkedSweep(t, m) // new leases were scheduled at their expiry by their first store reply
 	v.advance(5000)
 	if err := m.Sweep(ctx); err != nil {
 		t.Fatal(err)

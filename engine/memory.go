@@ -92,7 +92,12 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	e := sh.entry(key, clone, len(limits), now)
+	var e *memEntry
+	if clone {
+		e = sh.entry(key, true, len(limits), now)
+	} else {
+		e = m.hinted(sh, key, r.hint, len(limits), now)
+	}
 	res := take(limits, e.slots, now, want, need)
 	e.touch(now, limits)
 	return res, nil
@@ -114,7 +119,7 @@ func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
 	if err != nil {
 		return err
 	}
-	e := sh.entry(r.Key, false, len(limits), now)
+	e := m.hinted(sh, r.Key, r.hint, len(limits), now)
 	giveBack(limits, e.slots, now, n, r.TakenAt)
 	e.touch(now, limits)
 	return nil
@@ -217,6 +222,52 @@ func (sh *memShard) entry(key string, clone bool, n int, now int64) *memEntry {
 		sh.m[key] = e
 	}
 	e.renew(n, now)
+	return e
+}
+
+// reentry returns key's state in place of old, its entry until Expire
+// dropped it: the entry a keyed call made since, or else old itself, fresh
+// and back in the map, so that a key that comes back costs no allocation.
+// The caller holds sh's lock; key must not change afterwards.
+func (sh *memShard) reentry(key string, old *memEntry, n int, now int64) *memEntry {
+	e := sh.m[key]
+	if e == nil {
+		e = old
+		e.slots, e.last, e.expire, e.dropped = e.slots[:0], 0, 0, false
+		sh.m[key] = e
+	}
+	e.renew(n, now)
+	return e
+}
+
+// storeHint is a lease's memory of its key's entry in a single-goroutine
+// Memory: the store calls of a lease manager's leases then find their
+// state without hashing and comparing the long key in a large map, which
+// cost more than the decision. The hint is checked (same Memory, same
+// key, entry not dropped) before it is used, and a concurrent Memory
+// ignores it: two goroutines may call the store for one lease at once.
+type storeHint struct {
+	m   *Memory
+	key string
+	e   *memEntry
+}
+
+// hinted is sh.entry for a request that may carry a hint. The caller
+// holds sh's lock; key must not change afterwards.
+func (m *Memory) hinted(sh *memShard, key string, h *storeHint, n int, now int64) *memEntry {
+	if !m.single || h == nil {
+		return sh.entry(key, false, n, now)
+	}
+	if h.m == m && h.e != nil && h.key == key {
+		if h.e.dropped {
+			h.e = sh.reentry(key, h.e, n, now)
+		} else {
+			h.e.renew(n, now)
+		}
+		return h.e
+	}
+	e := sh.entry(key, false, n, now)
+	*h = storeHint{m: m, key: key, e: e}
 	return e
 }
 

@@ -40,8 +40,11 @@ type pipeCall struct {
 // ErrStoreClosed is the error of a call made to a Pipelined after Close.
 var ErrStoreClosed = errors.New("store closed")
 
-// NewPipelined starts senders goroutines sending pipelines of at most maxBatch
-// calls to r's Redis.
+// NewPipelined starts the given number of sender goroutines, each sending
+// pipelines of at most maxBatch calls to r's Redis. Do not use it with a Redis
+// Cluster client: go-redis runs a cluster pipeline node by node and retries a
+// node's whole batch, so one slow master would stall every batch and a retry
+// could run a script twice.
 func NewPipelined(r *Redis, senders, maxBatch int) *Pipelined {
 	p := &Pipelined{r: r, maxBatch: max(1, maxBatch), queue: make(chan *pipeCall, 1024), closed: make(chan struct{})}
 	for range max(1, senders) {
@@ -131,6 +134,12 @@ func (p *Pipelined) send() {
 		case <-p.closed:
 			return
 		}
+		select {
+		case <-p.closed: // a closed store sends nothing more; Close fails the call
+			p.finish(batch[0], nil, ErrStoreClosed)
+			return
+		default:
+		}
 	fill:
 		for len(batch) < p.maxBatch {
 			select {
@@ -145,12 +154,12 @@ func (p *Pipelined) send() {
 	}
 }
 
-// exec runs batch as one pipeline of EVALSHA, then the runs the server had no
+// exec runs batch as one pipeline of EVALSHA, then the calls the server had no
 // script for (a new or restarted server) as one pipeline of EVAL. The pipeline
 // may run until the latest deadline of its calls; a call whose own deadline
 // comes first has stopped waiting by then.
 func (p *Pipelined) exec(batch []*pipeCall) {
-	live := batch[:0:0]
+	live := batch[:0] // filtered in place
 	var deadline time.Time
 	forever := false
 	for _, c := range batch {

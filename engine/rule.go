@@ -33,6 +33,8 @@ type RulePlan struct {
 	// Lease holds the rule's lease settings (LeaseSettings); Store, Clock and Dispatcher are
 	// left for the caller.
 	Lease LeaseConfig
+
+	keyPrefix []byte // AppendKey(nil, Domain, Rule.Name), for AppendKey
 }
 
 // PlanRule compiles rule r of domain. Its errors name the limit or setting at fault, not the
@@ -49,8 +51,18 @@ func PlanRule(domain string, r *policy.Rule) (*RulePlan, error) {
 	return &RulePlan{
 		Domain: domain, Rule: r, Limits: limits, Fallback: fallback, Shards: ruleShards(r),
 		Cost: max(r.Limits[0].Cost, 1), FailClosed: r.FailureMode == policy.FailClosed,
-		Lease: LeaseSettings(r.Lease),
+		Lease: LeaseSettings(r.Lease), keyPrefix: AppendKey(nil, domain, r.Name),
 	}, nil
+}
+
+// AppendKey is AppendRuleKey(dst, p.Domain, p.Rule, entries) with the start of the key, the
+// escaped domain and rule name, worked out once by PlanRule: a replay builds a key for every
+// rule that every logged request selects.
+func (p *RulePlan) AppendKey(dst []byte, entries []policy.Entry) []byte {
+	if p.keyPrefix == nil {
+		return AppendRuleKey(dst, p.Domain, p.Rule, entries)
+	}
+	return appendRuleEntries(append(dst, p.keyPrefix...), p.Rule, entries)
 }
 
 // Override returns the limits of a descriptor that overrides the rule's limits with requests
@@ -123,7 +135,11 @@ func LeaseSettings(p policy.Lease) LeaseConfig {
 // descriptor has no such entry). The enforcer, simulate and journal replays all build keys
 // here, so that one key names one bucket everywhere. It does not allocate when dst has room.
 func AppendRuleKey(dst []byte, domain string, r *policy.Rule, entries []policy.Entry) []byte {
-	dst = AppendKey(dst, domain, r.Name)
+	return appendRuleEntries(AppendKey(dst, domain, r.Name), r, entries)
+}
+
+// appendRuleEntries appends the part of rule r's key that follows its domain and name.
+func appendRuleEntries(dst []byte, r *policy.Rule, entries []policy.Entry) []byte {
 	shards := ruleShards(r)
 	matched := entries
 	if shards > 0 && len(entries) > len(r.Match) {

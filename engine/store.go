@@ -36,6 +36,8 @@ type TakeRequest struct {
 	// the store's own clock (Redis TIME), which production uses so that
 	// gateways never disagree on time.
 	Now int64
+
+	hint *storeHint // set by a LeaseManager for its lease's key
 }
 
 // A ReturnRequest gives unspent tokens back to a key.
@@ -49,6 +51,8 @@ type ReturnRequest struct {
 	TakenAt int64
 	// Now is as in TakeRequest.
 	Now int64
+
+	hint *storeHint // as in TakeRequest
 }
 
 // Result is a Store's answer to a take.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,8 +24,10 @@ type matcher struct {
 // node is one level of the descriptor tree. Children are tried in envoyproxy/ratelimit's order:
 // an exact key and value, then wildcards in declared order, then key only.
 type node struct {
-	rule      *Rule
-	exact     map[Entry]*node
+	rule  *Rule
+	exact map[Entry]*node
+	// exactKeys are the keys in exact, so that an entry of another key skips hashing.
+	exactKeys []string
 	wildcards []wildcard
 	any       map[string]*node
 }
@@ -76,8 +79,13 @@ func (d *Domain) Lookup(entries []Entry) (*Rule, bool) {
 }
 
 func (n *node) child(e Entry) *node {
-	if c := n.exact[e]; c != nil {
-		return c
+	for _, k := range n.exactKeys {
+		if k == e.Key {
+			if c := n.exact[e]; c != nil {
+				return c
+			}
+			break
+		}
 	}
 	for i := range n.wildcards {
 		w := &n.wildcards[i]
@@ -169,6 +177,9 @@ func (n *node) childFor(r *Rule, level int) *node {
 		}
 		if n.exact == nil {
 			n.exact = map[Entry]*node{}
+		}
+		if !slices.Contains(n.exactKeys, m.Key) {
+			n.exactKeys = append(n.exactKeys, m.Key)
 		}
 		c := &node{}
 		n.exact[e] = c

@@ -85,6 +85,32 @@ func TestLookup(t *testing.T) {
 			t.Errorf("step %d: path %s: got %v, %v; want %s", i, tt.path, r, ok, tt.want)
 		}
 	}
+
+	// Exact values of several keys at one level: each entry is looked up among its key's.
+	d3 := &Domain{Rules: []*Rule{
+		rule("acme", exact("tenant", "acme")),
+		rule("pro", exact("plan", "pro")),
+		rule("plan_any", anyValue("plan")),
+	}}
+	for i, tt := range []struct {
+		entry Entry
+		want  string
+	}{
+		{e("tenant", "acme"), "acme"},
+		{e("tenant", "pro"), ""},
+		{e("plan", "pro"), "pro"},
+		{e("plan", "acme"), "plan_any"},
+		{e("other", "pro"), ""},
+	} {
+		r, ok := d3.Lookup(entries(tt.entry))
+		got := ""
+		if ok {
+			got = r.Name
+		}
+		if got != tt.want {
+			t.Errorf("step %d: Lookup(%v): got %q, want %q", i, tt.entry, got, tt.want)
+		}
+	}
 }
 
 func TestSortRules(t *testing.T) {

@@ -3,6 +3,7 @@ package policy
 import (
 	"net/netip"
 	"strings"
+	"unsafe"
 )
 
 // Request is what a descriptor source reads from an HTTP request: enough of it to build the
@@ -52,7 +53,18 @@ func (s *Source) Entry(req Request) (Entry, bool) {
 // of its forms is formatted once, which matters to callers that evaluate every source of a
 // domain for each of millions of logged requests.
 func (req *Request) AppendValues(values []string, oks []bool, sources []*Source) ([]string, []bool) {
-	var addr addrForms
+	return req.AppendValuesIn(values, oks, sources, nil)
+}
+
+// AppendValuesIn is AppendValues that writes the values it builds (an identity value with its
+// tier, an address form that is not a prefix of RemoteAddr) into *arena, a buffer the caller
+// reuses, instead of allocating each: they view the arena's bytes and stay valid until the
+// caller reuses them (sets the arena to (*arena)[:0]), so that a caller replaying millions of
+// logged requests pays no allocation per value. When the arena is full it starts a new buffer
+// and leaves the full one to the values that view it. A nil arena allocates as AppendValues
+// does. A caller must clone any value it keeps beyond the arena's reuse.
+func (req *Request) AppendValuesIn(values []string, oks []bool, sources []*Source, arena *[]byte) ([]string, []bool) {
+	addr := addrForms{arena: arena}
 	for _, s := range sources {
 		v, ok := s.value(req, &addr)
 		values, oks = append(values, v), append(oks, ok)
@@ -96,7 +108,7 @@ func (s *Source) value(req *Request, addr *addrForms) (string, bool) {
 				}
 			}
 			if ok && v != "" {
-				return string(st.Tier) + ":" + v, true
+				return addr.join(string(st.Tier), ":", v), true
 			}
 		}
 	}
@@ -151,6 +163,38 @@ type addrForms struct {
 	// tierSubnet is the identity value "subnet:<network>"; a remote_address source's subnet is
 	// its suffix, so both cost one allocation.
 	tierSubnet string
+	arena      *[]byte // where built values go (AppendValuesIn); nil: allocate each
+}
+
+// arenaChunk is the smallest buffer AppendValuesIn starts in an arena.
+const arenaChunk = 64 << 10
+
+// join returns the concatenation of parts, written into the arena when there is one. It only
+// copies parts, so they may view a buffer the caller reuses.
+func (a *addrForms) join(parts ...string) string {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n == 0 {
+		return ""
+	}
+	if a.arena == nil {
+		var b strings.Builder
+		b.Grow(n)
+		for _, p := range parts {
+			b.WriteString(p)
+		}
+		return b.String()
+	}
+	if cap(*a.arena)-len(*a.arena) < n {
+		*a.arena = make([]byte, 0, max(arenaChunk, n))
+	}
+	at := len(*a.arena)
+	for _, p := range parts {
+		*a.arena = append(*a.arena, p...)
+	}
+	return unsafe.String(&(*a.arena)[at], n)
 }
 
 func (a *addrForms) parse(addr string) bool {
@@ -174,7 +218,7 @@ func (a *addrForms) whole(addr string) (string, bool) {
 		if strings.HasPrefix(addr, string(b)) {
 			a.wholeV = addr[:len(b)]
 		} else {
-			a.wholeV = string(b)
+			a.wholeV = a.join(unsafe.String(&b[0], len(b)))
 		}
 	}
 	return a.wholeV, true
@@ -195,7 +239,8 @@ func (a *addrForms) subnet(addr string) (string, bool) {
 			return "", false
 		}
 		var buf [64]byte
-		a.tierSubnet = string(p.AppendTo(append(append(buf[:0], TierSubnet...), ':')))
+		b := p.AppendTo(append(append(buf[:0], TierSubnet...), ':'))
+		a.tierSubnet = a.join(unsafe.String(&b[0], len(b)))
 	}
 	return a.tierSubnet[len(TierSubnet)+1:], true
 }

@@ -78,4 +78,28 @@ func TestAppendValues(t *testing.T) {
 			}
 		}
 	}
+	// In an arena, all requests' values at once: each request's stay intact while later ones
+	// fill the arena, past its first buffer too.
+	arena := make([]byte, 0, 40)
+	var all [][]string
+	for _, req := range reqs {
+		values, _ := req.AppendValuesIn(nil, nil, sources, &arena)
+		all = append(all, values)
+	}
+	for i := range reqs {
+		for j, s := range sources {
+			if all[i][j] != want[i][j] {
+				t.Errorf("request %d, source %s, in an arena: got %q, want %q", i, s.Key, all[i][j], want[i][j])
+			}
+		}
+	}
+	req := Request{RemoteAddr: "203.0.113.77", Headers: map[string]string{"x-api-key": "k"}}
+	arena = make([]byte, 0, 1024)
+	oks := make([]bool, 0, len(sources))
+	if n := testing.AllocsPerRun(100, func() {
+		arena = arena[:0]
+		req.AppendValuesIn(all[0][:0], oks, sources[:3], &arena) // the tenant's name needs lowering
+	}); n != 0 {
+		t.Errorf("AppendValuesIn allocates %v times", n)
+	}
 }

@@ -56,11 +56,11 @@ func BenchmarkReplay1M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var wcRate float64
 	if wc, err := exec.LookPath("wc"); err == nil {
 		start := time.Now()
 		if err := exec.Command(wc, "-l", path).Run(); err == nil {
-			d := time.Since(start)
-			b.ReportMetric(float64(1_000_000)/d.Seconds(), "wc-lines/s")
+			wcRate = float64(1_000_000) / time.Since(start).Seconds()
 		}
 	}
 	lat, _ := ParseLatency("1ms", 1)
@@ -81,4 +81,8 @@ func BenchmarkReplay1M(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)*1_000_000/b.Elapsed().Seconds(), "lines/s")
+	if wcRate > 0 {
+		// Reported last: ResetTimer drops the metrics reported before it.
+		b.ReportMetric(wcRate, "wc-lines/s")
+	}
 }

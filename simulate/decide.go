@@ -9,16 +9,20 @@ import (
 	"github.com/rlctl/rlctl/simulate/report"
 )
 
-// decide runs one request of rule rs, with store key key (hashed to hash by keyHash), through
-// gateway g's lease manager and through the ideal engine, and counts the outcome. shape gives
-// the descriptor's sources; s.values their values.
-func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, key []byte, hash uint64, g int) error {
+// decide runs one request of rule rs, whose store key has slot sl, through gateway g's lease
+// manager and through the ideal engine, and counts the outcome. shape gives the descriptor's
+// sources; s.values their values.
+func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, sl *keySlot, g int) error {
 	st := rs.stats
-	ks := st.lookup(hash, key)
-	if ks == nil {
-		ks = &keyState{key: string(key), leases: make([]engine.LeaseHandle, len(s.gateways))}
-		ks.ideal = s.ideal.Handle(ks.key, rs.plan.Limits)
-		st.insert(hash, ks)
+	ks := sl.ks
+	if ks == nil || ks.pruned {
+		ks = st.keys[sl.key]
+		if ks == nil {
+			ks = newKeyState(sl.key, len(s.gateways))
+			ks.ideal = s.ideal.Handle(ks.key, rs.plan.Limits)
+			st.keys[ks.key] = ks
+		}
+		sl.ks = ks
 	}
 	now := s.nowUs / 1000
 	ks.requests++

@@ -42,6 +42,9 @@ type batch struct {
 	n     int
 	err   error  // a read error that ends the run
 	arena []byte // the lines the records' strings view (accesslog.Reader.ReadArena)
+	// counted says the reading goroutine counted the records' users for the shared-NAT
+	// check; otherwise the replay does.
+	counted bool
 }
 
 // Run replays inputs in order and returns the report. Parsing runs on its own goroutine,
@@ -69,17 +72,25 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	}
 	var bad []report.BadLine
 	var badCount int64
+	// Counting the users behind addresses for the shared-NAT check does not depend on the
+	// replay, and only the report reads the counts, so either goroutine may count a batch:
+	// the reader when the replay is behind (full would make it wait), the replay otherwise.
+	// Each counts into its own tracker, merged at the end (natTracker.merge).
+	readerNAT := sim.nat.empty()
 	go func() {
 		defer close(full)
 		rb := newRequestBuilder()
 		prep := func(b *batch) {
-			p := &b.preps[b.n]
-			sim.prepare(p, rb, &b.recs[b.n])
-			// The shared-NAT tracker is this goroutine's until the run ends: sim.Finish reads
-			// it after full is closed.
-			sim.countUser(p)
+			sim.prepare(&b.preps[b.n], rb, &b.recs[b.n], &b.arena)
 		}
-		err := readAll(ctx, inputs, opts, free, full, prep, func(le *accesslog.LineError) error {
+		count := func(b *batch) {
+			if b.counted = len(full) == cap(full); b.counted {
+				for i := range b.n {
+					sim.countUser(&readerNAT, &b.preps[i])
+				}
+			}
+		}
+		err := readAll(ctx, inputs, opts, free, full, prep, count, func(le *accesslog.LineError) error {
 			badCount++
 			if len(bad) < cfg.BadSamples {
 				bad = append(bad, report.BadLine{File: le.File, Line: le.Line, Error: le.Err.Error(), Text: le.Text})
@@ -103,6 +114,11 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 			runErr = b.err
 			break
 		}
+		if runErr == nil && !b.counted {
+			for i := range b.n {
+				sim.countUser(&sim.nat, &b.preps[i])
+			}
+		}
 		if runErr == nil {
 			for i := 0; i < b.n; i++ {
 				if err := sim.replayPrepared(&b.recs[i], &b.preps[i]); err != nil {
@@ -125,6 +141,7 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	if runErr != nil {
 		return nil, runErr
 	}
+	sim.nat.merge(&readerNAT)
 	r, err := sim.Finish()
 	if err != nil {
 		return nil, err
@@ -137,9 +154,10 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	return r, nil
 }
 
-// readAll parses inputs into batches.
+// readAll parses inputs into batches, calling prepare on each record and send on each batch
+// before it is sent.
 func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <-chan *batch, full chan<- *batch,
-	prepare func(*batch), onBad func(*accesslog.LineError) error) error {
+	prepare, send func(*batch), onBad func(*accesslog.LineError) error) error {
 	var b *batch
 	get := func() bool {
 		select {
@@ -177,6 +195,7 @@ func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <
 			prepare(b)
 			b.n++
 			if b.n == len(b.recs) {
+				send(b)
 				select {
 				case full <- b:
 				case <-ctx.Done():
@@ -189,6 +208,7 @@ func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <
 		}
 	}
 	if b.n > 0 {
+		send(b)
 		select {
 		case full <- b:
 		case <-ctx.Done():

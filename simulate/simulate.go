@@ -15,7 +15,7 @@ package simulate
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
+	"unsafe"
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
@@ -58,9 +58,11 @@ type Simulator struct {
 	ticks    int64
 	rb       *requestBuilder
 	prep     prepared // Replay's
+	arena    []byte   // Replay's, for prep's values
 	nat      natTracker
 	legit    map[string]bool
-	keySeed  maphash.Seed // hashes store keys for ruleStats.keys
+	// slots are the store keys' slots; only prepare uses them, on the reading goroutine.
+	slots keySlots
 	// legitLens has bit n set when a legit value is n bytes long (n < 256); see legitLen.
 	legitLens [4]uint64
 
@@ -95,9 +97,9 @@ func New(cfg Config) (*Simulator, error) {
 		cfg:      cfg,
 		bucketMs: 1000,
 		rb:       newRequestBuilder(),
-		nat:      natTracker{cap: max(cfg.NATUsers, 100), addrs: map[string]*userSet{}},
+		nat:      natTracker{cap: max(cfg.NATUsers, 100), addrs: map[string]userSet{}},
 		legit:    map[string]bool{},
-		keySeed:  maphash.MakeSeed(),
+		slots:    newKeySlots(),
 		ctx:      context.Background(),
 		addrSrc: [2]*policy.Source{{Key: "addr", Kind: policy.SourceRemoteAddress, Mask: policy.MaskNone},
 			{Key: "subnet", Kind: policy.SourceRemoteAddress, Mask: policy.MaskSubnet}},
@@ -246,21 +248,27 @@ func (s *Simulator) tick() error {
 
 // Replay runs one record through the virtual fleet and the ideal engine.
 func (s *Simulator) Replay(rec *accesslog.Record) error {
-	s.prepare(&s.prep, s.rb, rec)
-	s.countUser(&s.prep)
+	s.arena = s.arena[:0]
+	s.prepare(&s.prep, s.rb, rec, &s.arena)
+	s.countUser(&s.nat, &s.prep)
 	return s.replayPrepared(rec, &s.prep)
 }
 
-// countUser records the user of a prepared record behind its address and subnet, for the
-// shared-NAT check. Which users were seen behind an address does not depend on the replay, and
-// only the report reads it, so Run counts on the reading goroutine, off the replay's path.
-func (s *Simulator) countUser(p *prepared) {
-	if p.user == "" {
+// countUser records the user of a prepared record behind its address and subnet in nat, for
+// the shared-NAT check. Which users were seen behind an address does not depend on the replay,
+// and only the report reads it, so Run counts on whichever goroutine has time (Run).
+func (s *Simulator) countUser(nat *natTracker, p *prepared) {
+	user := p.user
+	if user == "" && p.fp != "" {
+		nat.user = append(append(nat.user[:0], "fp:"...), p.fp...)
+		user = unsafe.String(unsafe.SliceData(nat.user), len(nat.user)) // see clones what it keeps
+	}
+	if user == "" {
 		return
 	}
 	for i := range s.addrSrc {
 		if p.oks[i] {
-			s.nat.see(p.values[i], p.user)
+			nat.see(p.values[i], user)
 		}
 	}
 }
@@ -274,50 +282,52 @@ type prepared struct {
 	// only when the gateway assignment needs one of its fields.
 	timeMs int64 // the record's time
 	// matched says whether any rule was selected; hits are the selections to decide, in
-	// domain and shape order, with their store keys end to end in keys.
+	// domain and shape order.
 	matched bool
 	hits    []hit
-	keys    []byte
+	key     []byte // scratch for building store keys
 	// values and oks are the values of s.sources: the shared-NAT address forms (addrSrc),
 	// then each domain's sources (Simulator.valuesAt).
-	values  []string
-	oks     []bool
-	user    string         // JWT subject, else TLS fingerprint; "" when none
-	entries []policy.Entry // scratch
+	values []string
+	oks    []bool
+	// user is the JWT subject ("sub:" and it), else fp the TLS fingerprint (the user is then
+	// "fp:" and it); "" when none.
+	user, fp string
+	entries  []policy.Entry // scratch
 }
 
 // hit is one rule a record selects with a descriptor of the rule's own shape.
 type hit struct {
-	domain     int
-	rs         *ruleSim
-	shape      []int
-	start, end int    // the store key in prepared.keys
-	hash       uint64 // of the store key (Simulator.keySeed)
+	domain int
+	rs     *ruleSim
+	shape  []int
+	slot   *keySlot // of the store key
 }
 
-// prepare fills p for rec, building the request with rb. It reads only what New set up, so
-// it may run on another goroutine than the replay.
-func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Record) {
+// prepare fills p for rec, building the request with rb. The values it builds view *arena
+// (policy.Request.AppendValuesIn) as rec's strings may. Besides what New set up it uses only
+// s.slots, so it may run on another goroutine than the replay, one goroutine at a time.
+func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Record, arena *[]byte) {
 	req, tok := rb.build(rec)
 	p.timeMs = rec.TimeMs
-	p.user = ""
+	p.user, p.fp = "", ""
 	if tok != nil {
 		p.user = tok.user
 	}
 	if p.user == "" {
 		if fp, _ := lastHeader(req.HeaderList, "x-ja4"); fp != "" {
-			p.user = "fp:" + fp
+			p.fp = fp
 		} else if fp, _ := lastHeader(req.HeaderList, "x-ja3"); fp != "" {
-			p.user = "fp:" + fp
+			p.fp = fp
 		}
 	}
-	p.values, p.oks = req.AppendValues(p.values[:0], p.oks[:0], s.sources)
+	p.values, p.oks = req.AppendValuesIn(p.values[:0], p.oks[:0], s.sources, arena)
 	s.selectRules(p)
 }
 
 // selectRules finds the rules p's values select, with their store keys (prepared.hits).
 func (s *Simulator) selectRules(p *prepared) {
-	p.matched, p.hits, p.keys = false, p.hits[:0], p.keys[:0]
+	p.matched, p.hits = false, p.hits[:0]
 	for di, ds := range s.domains {
 		values, oks := s.valuesAt(p, di)
 		for _, shape := range ds.shapes {
@@ -345,10 +355,8 @@ func (s *Simulator) selectRules(p *prepared) {
 			if len(shape) != rs.descriptorLen() {
 				continue // the rule's own shape decides it; a shorter or longer one must not count twice
 			}
-			start := len(p.keys)
-			p.keys = engine.AppendRuleKey(p.keys, ds.d.Name, rs.rule, p.entries)
-			p.hits = append(p.hits, hit{domain: di, rs: rs, shape: shape, start: start, end: len(p.keys),
-				hash: maphash.Bytes(s.keySeed, p.keys[start:])})
+			p.key = rs.plan.AppendKey(p.key[:0], p.entries)
+			p.hits = append(p.hits, hit{domain: di, rs: rs, shape: shape, slot: s.slots.get(p.key, p.timeMs)})
 		}
 	}
 }
@@ -377,7 +385,7 @@ func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
 	for i := range p.hits {
 		h := &p.hits[i]
 		s.values, s.oks = s.valuesAt(p, h.domain)
-		if err := s.decide(s.domains[h.domain], h.rs, h.shape, p.keys[h.start:h.end], h.hash, g); err != nil {
+		if err := s.decide(s.domains[h.domain], h.rs, h.shape, h.slot, g); err != nil {
 			return err
 		}
 	}

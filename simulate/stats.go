@@ -15,9 +15,9 @@ const maxPoints = 240
 // ruleStats accumulates one rule's results.
 type ruleStats struct {
 	out report.Rule
-	// keys holds the rule's keys by a hash of the store key (prepared on the reading goroutine,
-	// so the replay does not hash long keys), chained through keyState.next when hashes collide.
-	keys map[uint64]*keyState
+	// keys holds the rule's keys by store key. The replay looks a key up here only when its
+	// slot (keySlot) does not hold it yet.
+	keys map[string]*keyState
 	// natDenials counts non-legit would-deny decisions per address or subnet value.
 	natDenials map[string]int64
 	series     [4][]int64 // requests, would deny, ideal deny, lease
@@ -30,29 +30,43 @@ const (
 	serLease
 )
 
-// keyState is one rate-limit key of a rule: its store key and what it saw.
+// keyState is one rate-limit key of a rule: its store key and what it saw. What every decision
+// reads comes first, so that it shares the first cache lines.
 type keyState struct {
-	key  string    // the store key
-	next *keyState // another key with the same hash (ruleStats.keys)
-	// display ("k=v, k=v") and addr, the address or subnet in the descriptor for the
-	// shared-NAT check, are set on the key's first denial (Simulator.describe).
-	display  string
-	addr     string
+	pruned   bool // dropped from ruleStats.keys; slots holding it look the key up again
 	requests int64
-	denials  int64
-	legit    int64
 	lastMs   int64
+	denials  int64
 	// The key resolved once in the engines: its lease on each gateway (zero until the gateway
-	// first sees it) and its ideal bucket.
+	// first sees it; in inline for up to four gateways) and its ideal bucket.
 	leases []engine.LeaseHandle
 	ideal  engine.MemoryHandle
+	inline [4]engine.LeaseHandle
+
+	key string // the store key
+	// display ("k=v, k=v") and addr, the address or subnet in the descriptor for the
+	// shared-NAT check, are set on the key's first denial (Simulator.describe).
+	display string
+	addr    string
+	legit   int64
+}
+
+// newKeyState returns the state of store key key, with room for the leases of n gateways.
+func newKeyState(key string, n int) *keyState {
+	ks := &keyState{key: key}
+	if n <= len(ks.inline) {
+		ks.leases = ks.inline[:n]
+	} else {
+		ks.leases = make([]engine.LeaseHandle, n)
+	}
+	return ks
 }
 
 func newRuleStats(domain string, r *policy.Rule) *ruleStats {
 	return &ruleStats{
 		out: report.Rule{Domain: domain, Rule: r.Name, Stage: string(r.Stage.Name), Pos: r.Pos.String(),
 			Limit: limitString(r)},
-		keys:       map[uint64]*keyState{},
+		keys:       map[string]*keyState{},
 		natDenials: map[string]int64{},
 	}
 }
@@ -85,36 +99,13 @@ func (s *ruleStats) halve() {
 	}
 }
 
-// lookup returns the key with store key key and its hash, or nil.
-func (s *ruleStats) lookup(hash uint64, key []byte) *keyState {
-	ks := s.keys[hash]
-	for ks != nil && ks.key != string(key) {
-		ks = ks.next
-	}
-	return ks
-}
-
-// insert adds a key that lookup does not find.
-func (s *ruleStats) insert(hash uint64, ks *keyState) {
-	ks.next, s.keys[hash] = s.keys[hash], ks
-}
-
 // prune forgets keys idle since before cutoff that were never denied, so memory follows the
 // live keys rather than every key ever seen.
 func (s *ruleStats) prune(cutoff int64) {
-	for h, first := range s.keys {
-		var kept *keyState
-		for ks := first; ks != nil; {
-			next := ks.next
-			if ks.denials > 0 || ks.lastMs >= cutoff {
-				ks.next, kept = kept, ks
-			}
-			ks = next
-		}
-		if kept == nil {
-			delete(s.keys, h)
-		} else {
-			s.keys[h] = kept
+	for key, ks := range s.keys {
+		if ks.denials == 0 && ks.lastMs < cutoff {
+			ks.pruned = true
+			delete(s.keys, key)
 		}
 	}
 }
@@ -127,11 +118,9 @@ func (s *ruleStats) finish(topN, natUsers int, users func(string) int, startMs, 
 		}
 	}
 	var denied []*keyState
-	for _, first := range s.keys {
-		for ks := first; ks != nil; ks = ks.next {
-			if ks.denials > 0 {
-				denied = append(denied, ks)
-			}
+	for _, ks := range s.keys {
+		if ks.denials > 0 {
+			denied = append(denied, ks)
 		}
 	}
 	sort.Slice(denied, func(i, j int) bool {
@@ -166,39 +155,76 @@ func nonNil(s []int64) []int64 {
 	return s
 }
 
-// userSet counts distinct users behind an address, up to a cap.
+// userSet counts distinct users behind an address, up to a cap. Most addresses only ever show
+// one user, who is kept without a map. It is kept in natTracker.addrs by value, so that a
+// lookup does not go on to another cache line.
 type userSet struct {
-	users map[string]struct{}
+	first string              // the first user seen
+	users map[string]struct{} // every user, once a second one is seen
 	full  bool
 }
 
 // natTracker records which users were seen behind each address and subnet.
 type natTracker struct {
 	cap   int
-	addrs map[string]*userSet
+	addrs map[string]userSet
+	user  []byte // scratch for a user's name (Simulator.countUser)
 }
 
 func (n *natTracker) see(addr, user string) {
-	u := n.addrs[addr]
-	if u == nil {
-		u = &userSet{users: map[string]struct{}{}}
-		n.addrs[strings.Clone(addr)] = u
-	}
-	if u.full {
+	u, ok := n.addrs[addr]
+	switch {
+	case !ok:
+		n.addrs[strings.Clone(addr)] = userSet{first: strings.Clone(user), full: n.cap <= 1}
+		return
+	case u.full || user == u.first:
 		return
 	}
-	if _, ok := u.users[user]; !ok {
-		u.users[strings.Clone(user)] = struct{}{}
-		if len(u.users) >= n.cap {
-			u.full = true
+	if _, ok := u.users[user]; ok {
+		return
+	}
+	changed := u.users == nil
+	if changed {
+		u.users = map[string]struct{}{u.first: {}}
+	}
+	u.users[strings.Clone(user)] = struct{}{}
+	if len(u.users) >= n.cap {
+		u.full, changed = true, true
+	}
+	if changed {
+		// Assigning replaces the map's key with addr, which may view a buffer the caller
+		// reuses: store a copy. This happens at most twice per address.
+		n.addrs[strings.Clone(addr)] = u
+	}
+}
+
+// empty returns a tracker like n with nothing seen.
+func (n *natTracker) empty() natTracker {
+	return natTracker{cap: n.cap, addrs: map[string]userSet{}}
+}
+
+// merge adds what o saw to n. The counts are then those of one tracker that saw everything
+// both saw, in any order: a count is the number of distinct users seen, up to the cap.
+func (n *natTracker) merge(o *natTracker) {
+	for addr, u := range o.addrs {
+		if u.users == nil {
+			n.see(addr, u.first)
+			continue
+		}
+		for user := range u.users {
+			n.see(addr, user)
 		}
 	}
 }
 
 // count is the number of distinct users seen behind addr, capped at the threshold.
 func (n *natTracker) count(addr string) int {
-	if u := n.addrs[addr]; u != nil {
+	switch u, ok := n.addrs[addr]; {
+	case !ok:
+		return 0
+	case u.users == nil:
+		return 1
+	default:
 		return len(u.users)
 	}
-	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -138,6 +139,11 @@ func newSimulateCmd() *cobra.Command {
 				return usageErrorf("simulate: %w", err)
 			}
 			defer closeAll()
+			// The replay allocates steadily while its live heap (the keys) grows slowly:
+			// collecting less often saves a sixth of its time (median of five alternating runs
+			// on a 1,000,000-line log, with no larger peak memory). The library leaves the
+			// setting to its callers.
+			defer debug.SetGCPercent(debug.SetGCPercent(400))
 			stop := startProgress(cmd.ErrOrStderr(), inputs, total)
 			r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
 				Sim: simulate.Config{Model: model, Domain: domain, Gateways: gateways, Assign: as, Latency: lat,
