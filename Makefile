@@ -45,7 +45,7 @@ test: redis
 bench: redis
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# The enforcer's figures in the README (about 2 minutes; results in $(OUT)/bench/).
+# The enforcer's figures in the README (about 3 minutes; needs redis-server, redis-cli, jq, curl; results in $(OUT)/bench/).
 bench-enforcer: redis
 	./scripts/bench-enforcer.sh $(OUT)/bench
 

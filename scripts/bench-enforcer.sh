@@ -24,23 +24,23 @@ for tool in redis-server redis-cli jq curl; do
 done
 
 mkdir -p "$out"
-rm -f "$out"/*.json "$out"/*.store
-bin=$(mktemp -d)
+rm -f "$out"/{hot-within,hot-over,tenants-10k}-*.{json,store}
+bin=$(mktemp -d) rpid= epid=
+cleanup() {
+  [ -n "$epid" ] && kill -TERM "$epid" 2>/dev/null || true
+  [ -n "$rpid" ] && kill -TERM "$rpid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$bin"
+}
+trap cleanup EXIT
 go build -o "$bin/" ./cmd/...
 "$bin/rlctl" render --target snapshot policies --out "$bin/snap.json"
 
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --logfile "$out/redis.log" &
 rpid=$!
-epid=
-cleanup() {
-  [ -n "$epid" ] && kill -TERM "$epid" 2>/dev/null || true
-  kill -TERM "$rpid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$bin"
-}
-trap cleanup EXIT
 if [ "${REDIS_NICE:-0}" != 0 ]; then renice -n "$REDIS_NICE" -p "$rpid" >/dev/null; fi
 for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+kill -0 "$rpid" 2>/dev/null || { echo "bench-enforcer: redis-server did not start on port $rport; see $out/redis.log" >&2; exit 1; }
 
 "$bin/rlctl-enforcer" --config "$bin/snap.json" --store redis --redis-url "redis://127.0.0.1:$rport/0" \
   --grpc-addr "$grpc" --admin-addr "$admin" --instance-id bench ${ENFORCER_FLAGS:-} 2>"$out/enforcer.log" &
@@ -62,7 +62,7 @@ warm_up() {
   for _ in $(seq 10); do
     # shellcheck disable=SC2086
     "$bin/rlctl" bench --target "$grpc" --concurrency 2 --duration 1s --domain edge_gateway_limits $1 >/dev/null
-    curl -fs "http://$admin/metrics" | grep -q '^rate_limit_breaker_state 0$' && return 0
+    m=$(curl -fs "http://$admin/metrics") && grep -q '^rate_limit_breaker_state 0$' <<<"$m" && return 0
   done
   echo "bench-enforcer: the breaker is still open after 10 s; running anyway" >&2
 }
