@@ -130,10 +130,15 @@ func (h *handlerTimes) summary(bound time.Duration) (over int, longest time.Dura
 	return over, longest, len(h.times)
 }
 
-// TestRedisOutage kills (SIGKILL) or hangs (SIGSTOP) Redis in the middle of a load test.
+// TestRedisOutage kills (SIGKILL) or hangs (SIGSTOP) Redis in the middle of a load test, with
+// store calls sharing pipelines (the default) and each on its own round trip.
 func TestRedisOutage(t *testing.T) {
-	for _, mode := range []string{"kill", "pause"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, mode string
+		pipelines  int
+	}{{"kill", "kill", 0}, {"pause", "pause", 0}, {"kill-unpipelined", "kill", -1}, {"pause-unpipelined", "pause", -1}} {
+		mode := tc.mode
+		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			// The enforcer's own time per call, measured inside the server: what the store
 			// timeout bounds, without the load generator's scheduling delays.
@@ -141,6 +146,7 @@ func TestRedisOutage(t *testing.T) {
 			in := spawn(t, chaosModel(), func(c *Config) {
 				c.Store, c.RedisURL = "redis", "redis://"+srv.Addr()
 				c.BreakerCooldown = 200 * time.Millisecond
+				c.RedisPipelines = tc.pipelines
 				c.ServerOptions = []grpc.ServerOption{grpc.UnaryInterceptor(handler.intercept)}
 			})
 			l := startLoad(in, []string{"closed", "open", "openfb"}, 4)

@@ -8,9 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rlctl/rlctl/internal/redistest"
 )
@@ -69,7 +72,10 @@ func TestPipelinedMatchesModel(t *testing.T) {
 // one key that holds 500: exactly 500 are granted.
 func TestPipelinedSharesTokens(t *testing.T) {
 	ctx := context.Background()
-	p := NewPipelined(NewRedis(redistest.Start(t).Client()), 4, 64)
+	c := redistest.Start(t).Client()
+	sizes := &batchSizes{}
+	c.AddHook(sizes)
+	p := NewPipelined(NewRedis(c), 4, 64)
 	defer p.Close()
 	limits := []Limit{{Requests: 500, Window: 3_600_000}}
 	var calls sync.WaitGroup
@@ -94,6 +100,26 @@ func TestPipelinedSharesTokens(t *testing.T) {
 	calls.Wait()
 	if total != 500 {
 		t.Errorf("granted %d tokens of 500 to 1,280 takes", total)
+	}
+	if got := sizes.largest.Load(); got < 2 {
+		t.Errorf("largest pipeline: %d calls; 64 concurrent callers should have shared some", got)
+	}
+}
+
+// batchSizes is a go-redis hook that records the largest pipeline sent.
+type batchSizes struct{ largest atomic.Int64 }
+
+func (*batchSizes) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*batchSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *batchSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for n := int64(len(cmds)); ; {
+			old := h.largest.Load()
+			if n <= old || h.largest.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		return next(ctx, cmds)
 	}
 }
 
