@@ -18,12 +18,12 @@ import (
 // load waits for nothing. Every call is still its own script run, so replies
 // are exactly Redis's. It is safe for concurrent use; Close stops it.
 type Pipelined struct {
-	r        *Redis
-	maxBatch int
-	queue    chan *pipeCall
-	closed   chan struct{}
-	close    sync.Once
-	wg       sync.WaitGroup
+	r         *Redis
+	maxBatch  int
+	queue     chan *pipeCall
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 }
 
 // pipeCall is one script run waiting for, or in, a pipeline.
@@ -79,13 +79,10 @@ func (p *Pipelined) Return(ctx context.Context, req ReturnRequest) error {
 	return nil
 }
 
-// Preload is Redis.Preload.
-func (p *Pipelined) Preload(ctx context.Context) error { return p.r.Preload(ctx) }
-
 // Close stops the senders. Calls still queued fail with ErrStoreClosed; calls
 // made afterwards too. It does not close the Redis client.
 func (p *Pipelined) Close() {
-	p.close.Do(func() { close(p.closed) })
+	p.closeOnce.Do(func() { close(p.closed) })
 	p.wg.Wait()
 	for {
 		select {
