@@ -80,14 +80,15 @@ const (
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = time.Second
 	DefaultRedisPipelines  = 4
-	// redisPipelineBatch caps the calls in one pipeline.
-	redisPipelineBatch     = 64
 	DefaultShutdownTimeout = 5 * time.Second
 	// DefaultGCPercent trades heap headroom for CPU: the enforcer's live heap is a few MB of
 	// leases and config, so letting it grow 4x between collections costs little memory and
 	// saves 10-20 % of CPU per request (README, Performance).
 	DefaultGCPercent = 400
 )
+
+// redisPipelineBatch caps the store calls in one Redis pipeline.
+const redisPipelineBatch = 64
 
 // withDefaults returns c with defaults applied, or an error naming the bad setting.
 func (c Config) withDefaults() (Config, error) {

@@ -305,29 +305,27 @@ func (e *Enforcer) openStore() (engine.Store, bool, error) {
 		e.redis = redis.NewClusterClient(o.Cluster())
 	}
 	quietRedisLog.Do(func() { redis.SetLogger(discardLogger{}) })
-	st := engine.NewRedis(e.redis)
-	// Warm up outside the store timeout: dial the pool's first connections and load the
-	// scripts (EVALSHA falls back to EVAL once), so the first requests do not time out.
-	// A Redis that is down now is not fatal: the breaker and failure modes handle it.
+	var st engine.Store = engine.NewRedis(e.redis)
+	// A Cluster gets no pipelining: go-redis splits a cluster pipeline by node, waits for all of
+	// them and retries a node's whole batch (engine.NewPipelined).
+	if _, cluster := e.redis.(*redis.ClusterClient); !cluster && c.RedisPipelines > 0 {
+		e.pipe = engine.NewPipelined(st.(*engine.Redis), c.RedisPipelines, redisPipelineBatch)
+		st = e.pipe
+	}
+	// Warm up outside the store timeout, through the store requests will use: dial its first
+	// connections and load the scripts (EVALSHA falls back to EVAL once), so the first requests
+	// do not time out. A Redis that is down now is not fatal: the breaker and failure modes
+	// handle it.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	warm := []engine.Limit{{Algorithm: engine.TokenBucket, Requests: 1, Window: 1000}}
-	if _, err := st.Take(ctx, engine.TakeRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, Want: 1}); err != nil {
+	key := engine.Key("rlctl-enforcer", "warmup", c.InstanceID)
+	if r, err := st.Take(ctx, engine.TakeRequest{Key: key, Limits: warm, Want: 1}); err != nil {
 		e.log.Warn("redis warm-up failed; starting anyway", "error", err.Error())
-	} else {
-		_ = st.Return(ctx, engine.ReturnRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, N: 1})
+	} else if r.Granted > 0 {
+		_ = st.Return(ctx, engine.ReturnRequest{Key: key, Limits: warm, N: r.Granted})
 	}
-	// A Cluster gets no pipelining: go-redis splits a cluster pipeline by node, waits for all of
-	// them and retries a node's whole batch (engine.NewPipelined).
-	if _, cluster := e.redis.(*redis.ClusterClient); cluster || c.RedisPipelines < 0 {
-		return st, true, nil
-	}
-	e.pipe = engine.NewPipelined(st, c.RedisPipelines, redisPipelineBatch)
-	// Dial the pipelines' own connection pool too.
-	if r, err := e.pipe.Take(ctx, engine.TakeRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, Want: 1}); err == nil && r.Granted > 0 {
-		_ = e.pipe.Return(ctx, engine.ReturnRequest{Key: engine.Key("rlctl-enforcer", "warmup", c.InstanceID), Limits: warm, N: r.Granted})
-	}
-	return e.pipe, true, nil
+	return st, true, nil
 }
 
 func (e *Enforcer) serveGRPC() error {
