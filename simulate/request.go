@@ -18,23 +18,29 @@ import (
 // Envoy's jwt_authn filter would have put into dynamic metadata.
 type requestBuilder struct {
 	headers []policy.Header
-	// tokens caches what a JWT's payload segment decodes to; bounded.
-	tokens map[string]*token
+	// tokens caches what a JWT's payload segment decodes to, in two generations: a token is
+	// looked up in the current one, then in the older one, from which it moves up. When the
+	// current one is full it becomes the older one, so a working set of up to maxCachedTokens
+	// tokens stays cached, and memory stays bounded.
+	tokens, older map[string]*token
+	tokenCap      int // the size of a generation; maxCachedTokens but in tests
 }
 
 // token is a decoded JWT payload.
 type token struct {
-	claims map[string]string
-	user   string // "sub:" + the subject, the shared-NAT check's user; "" without one
+	payload string // the payload segment it was decoded from
+	claims  map[string]string
+	user    string // "sub:" + the subject, the shared-NAT check's user; "" without one
 }
 
+// maxCachedTokens is the size of a generation of requestBuilder.tokens.
 const maxCachedTokens = 1 << 16
 
 // noToken stands for an Authorization header without a JWT. It is shared: never modify it.
 var noToken token
 
 func newRequestBuilder() *requestBuilder {
-	return &requestBuilder{tokens: map[string]*token{}}
+	return &requestBuilder{tokens: map[string]*token{}, tokenCap: maxCachedTokens}
 }
 
 // build fills a policy.Request from rec, and returns the JWT it carries (nil without one). The
@@ -84,14 +90,20 @@ func (b *requestBuilder) tokenOf(auth string) *token {
 	if t, ok := b.tokens[payload]; ok {
 		return t
 	}
-	t := &token{claims: decodePayload(payload)}
-	if sub := t.claims["sub"]; sub != "" {
-		t.user = "sub:" + sub
+	t, ok := b.older[payload]
+	if ok {
+		payload = t.payload
+	} else {
+		payload = strings.Clone(payload)
+		t = &token{payload: payload, claims: decodePayload(payload)}
+		if sub := t.claims["sub"]; sub != "" {
+			t.user = "sub:" + sub
+		}
 	}
-	if len(b.tokens) >= maxCachedTokens {
-		clear(b.tokens)
+	if len(b.tokens) >= b.tokenCap {
+		b.tokens, b.older = make(map[string]*token, len(b.tokens)), b.tokens
 	}
-	b.tokens[strings.Clone(payload)] = t
+	b.tokens[payload] = t
 	return t
 }
 

@@ -90,3 +90,40 @@ func TestClaimString(t *testing.T) {
 		}
 	}
 }
+
+// The token cache keeps a working set as large as a generation: a token seen in the older
+// generation moves up instead of being decoded again, and only one unseen for two
+// generations is forgotten.
+func TestTokenCache(t *testing.T) {
+	b := newRequestBuilder()
+	b.tokenCap = 2
+	jwt := func(sub string) string { return "Bearer h." + b64(`{"sub":"`+sub+`"}`) + ".s" }
+	first := map[string]*token{}
+	for _, sub := range []string{"a", "b", "c"} { // c starts a generation: a and b are older
+		first[sub] = b.tokenOf(jwt(sub))
+		if want := "sub:" + sub; first[sub].user != want {
+			t.Fatalf("token %s: user %q, want %q", sub, first[sub].user, want)
+		}
+	}
+	steps := []struct {
+		sub  string
+		same bool // the cache returns the token it returned last for sub
+	}{
+		{"a", true},  // older: moves up to join c
+		{"d", false}, // starts a generation: c and a are older, b is forgotten
+		{"b", false}, // joins d
+		{"c", true},  // older: starts a generation, d and b are older, a is forgotten
+		{"a", false},
+		{"d", true},
+	}
+	for i, st := range steps {
+		tok := b.tokenOf(jwt(st.sub))
+		if got := tok == first[st.sub]; got != st.same {
+			t.Errorf("step %d (%s): cached %v, want %v", i, st.sub, got, st.same)
+		}
+		first[st.sub] = tok
+		if want := "sub:" + st.sub; tok.user != want {
+			t.Errorf("step %d: user %q, want %q", i, tok.user, want)
+		}
+	}
+}

@@ -139,11 +139,7 @@ func newSimulateCmd() *cobra.Command {
 				return usageErrorf("simulate: %w", err)
 			}
 			defer closeAll()
-			// The replay allocates steadily while its live heap (the keys) grows slowly:
-			// collecting less often saves a sixth of its time (median of five alternating runs
-			// on a 1,000,000-line log, with no larger peak memory). The library leaves the
-			// setting to its callers.
-			defer debug.SetGCPercent(debug.SetGCPercent(400))
+			defer debug.SetGCPercent(debug.SetGCPercent(simulate.GCPercent))
 			stop := startProgress(cmd.ErrOrStderr(), inputs, total)
 			r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
 				Sim: simulate.Config{Model: model, Domain: domain, Gateways: gateways, Assign: as, Latency: lat,
