@@ -11,8 +11,9 @@ import (
 
 // decide runs one request of rule rs, whose store key has slot sl, through gateway g's lease
 // manager and through the ideal engine, and counts the outcome. shape gives the descriptor's
-// sources; s.values their values.
-func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, sl *keySlot, g int) error {
+// sources; s.values their values. It returns whether the rule would deny the request and
+// whether, at the rule's stage on g, it would reject it.
+func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, sl *keySlot, g int) (would, denied bool, err error) {
 	st := rs.stats
 	ks := sl.ks
 	if ks == nil || ks.pruned {
@@ -38,11 +39,11 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, sl *keySlot,
 	}
 	dec, err := lh.Take(s.ctx, p.Cost)
 	if err != nil {
-		return fmt.Errorf("simulate: rule %s/%s: %w", p.Domain, rs.rule.Name, err)
+		return false, false, fmt.Errorf("simulate: rule %s/%s: %w", p.Domain, rs.rule.Name, err)
 	}
 	ideal, err := ks.ideal.Take(p.Cost, p.Cost, now)
 	if err != nil {
-		return fmt.Errorf("simulate: rule %s/%s: ideal: %w", p.Domain, rs.rule.Name, err)
+		return false, false, fmt.Errorf("simulate: rule %s/%s: ideal: %w", p.Domain, rs.rule.Name, err)
 	}
 	idealOK := ideal.Granted > 0
 	b := s.bucket()
@@ -57,7 +58,7 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, sl *keySlot,
 		if !idealOK {
 			out.OverAdmission++
 		}
-		return nil
+		return false, false, nil
 	}
 	out.WouldDeny++
 	st.add(serWouldDeny, b, 1)
@@ -65,7 +66,7 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, sl *keySlot,
 		s.describe(ds, rs, shape, ks)
 	}
 	ks.denials++
-	if s.enforced(rs, g) {
+	if denied = s.enforced(rs, g); denied {
 		out.Denied++
 	}
 	if idealOK {
@@ -78,7 +79,7 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, sl *keySlot,
 	case ks.addr != "":
 		st.natDenials[ks.addr]++
 	}
-	return nil
+	return true, denied, nil
 }
 
 // describe fills in what reports say of a key, on its first denial: most keys are never
@@ -162,7 +163,8 @@ func (s *Simulator) Finish() (*report.Report, error) {
 		Settings: report.Settings{Gateways: len(s.gateways), Assignment: s.cfg.Assign.String(),
 			StoreLatency: s.cfg.Latency.String(), NATUsers: s.cfg.NATUsers, BucketMs: s.bucketMs},
 	}
-	r.Totals.Matched = s.matched
+	r.Totals.Matched, r.Totals.RequestsWouldDeny, r.Totals.RequestsDenied = s.matched, s.wouldDeny, s.denied
+	r.Reordered, r.AssignMissing = s.reordered, s.assign.missing
 	for _, rs := range s.rules {
 		r.Rules = append(r.Rules, rs.stats.finish(s.cfg.TopN, s.cfg.NATUsers, s.nat.count, s.startMs, s.bucketMs, buckets))
 	}

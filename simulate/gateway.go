@@ -161,16 +161,26 @@ type assigner struct {
 	n      int
 	next   int
 	byName map[string]int
+	// missing counts records without the field of a hash or field assignment: the hash sends
+	// them all to one gateway, and the field to the one named "unnamed".
+	missing int64
 }
 
 func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 	switch as.a.Kind {
 	case "hash":
+		v := rec.Field(as.a.Field)
+		if v == "" {
+			as.missing++
+		}
 		h := fnv.New32a()
-		h.Write([]byte(rec.Field(as.a.Field)))
+		h.Write([]byte(v))
 		return int(h.Sum32() % uint32(as.n))
 	case "field":
 		name := rec.Field(as.a.Field)
+		if name == "" {
+			as.missing++
+		}
 		if i, ok := as.byName[name]; ok {
 			return i
 		}

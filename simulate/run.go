@@ -54,8 +54,9 @@ type batch struct {
 	counted bool
 }
 
-// Run replays inputs in order and returns the report. Parsing runs on its own goroutine,
-// pipelined with the replay; memory is bounded by a few batches plus the simulator's live keys.
+// Run replays inputs, merged by time when there are several (mergedSource), and returns the
+// report. Parsing runs on its own goroutine, pipelined with the replay; memory is bounded by a
+// few batches plus the simulator's live keys.
 func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, error) {
 	sim, err := New(cfg.Sim)
 	if err != nil {
@@ -161,7 +162,7 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	return r, nil
 }
 
-// readAll parses inputs into batches, calling prepare on each record and send on each batch
+// readAll parses inputs (sourceOf) into batches, calling prepare on each record and send on each batch
 // before it is sent.
 func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <-chan *batch, full chan<- *batch,
 	prepare, send func(*batch), onBad func(*accesslog.LineError) error) error {
@@ -178,39 +179,28 @@ func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <
 	if !get() {
 		return nil
 	}
-	for _, in := range inputs {
-		rd, err := accesslog.NewReader(in.Name, in.R, opts)
-		if err != nil {
+	src, err := sourceOf(inputs, opts, onBad)
+	if err != nil {
+		return err
+	}
+	for {
+		if err := src.next(&b.recs[b.n], &b.arena); err != nil {
+			if err == io.EOF {
+				break
+			}
 			return err
 		}
-		for {
-			rec := &b.recs[b.n]
-			if err := rd.ReadArena(rec, &b.arena); err != nil {
-				if err == io.EOF {
-					break
-				}
-				// Declared here, not per record: errors.As makes le escape to the heap.
-				var le *accesslog.LineError
-				if !errors.As(err, &le) {
-					return err
-				}
-				if err := onBad(le); err != nil {
-					return err
-				}
-				continue
+		prepare(b)
+		b.n++
+		if b.n == len(b.recs) {
+			send(b)
+			select {
+			case full <- b:
+			case <-ctx.Done():
+				return nil
 			}
-			prepare(b)
-			b.n++
-			if b.n == len(b.recs) {
-				send(b)
-				select {
-				case full <- b:
-				case <-ctx.Done():
-					return nil
-				}
-				if !get() {
-					return nil
-				}
+			if !get() {
+				return nil
 			}
 		}
 	}
@@ -222,6 +212,22 @@ func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <
 		}
 	}
 	return nil
+}
+
+// sourceOf reads inputs: one log as it is, several merged by time (mergedSource).
+func sourceOf(inputs []Input, opts accesslog.Options, onBad func(*accesslog.LineError) error) (recordSource, error) {
+	readers := make([]*accesslog.Reader, len(inputs))
+	for i, in := range inputs {
+		rd, err := accesslog.NewReader(in.Name, in.R, opts)
+		if err != nil {
+			return nil, err
+		}
+		readers[i] = rd
+	}
+	if len(readers) == 1 {
+		return &logSource{rd: readers[0], onBad: onBad}, nil
+	}
+	return newMergedSource(readers, onBad)
 }
 
 // HeadersFor lists the request headers a model's sources read, plus the Authorization header

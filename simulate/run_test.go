@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
 
 	"github.com/rlctl/rlctl/schema"
@@ -101,5 +106,128 @@ func TestRunMatchesReplay(t *testing.T) {
 		if !bytes.Equal(g, w) {
 			t.Errorf("%s: Run and Replay reports differ:\nRun:    %.600s\nReplay: %.600s", assign, g, w)
 		}
+	}
+}
+
+// Several logs are replayed merged by time, as one log whose records are in that order: a
+// fleet's gateways each write their own log of the same period. The logs here are one
+// generated log split by gateway; the expected order is a stable sort by time and then by log.
+func TestRunMergesLogs(t *testing.T) {
+	m, err := schema.Load("../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if err := traffic.Write(&log, traffic.Config{Seed: 3, Lines: 20000}); err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		text  []byte
+		ms    int64
+		input int
+	}
+	var lines []line
+	var parts [2]bytes.Buffer
+	rd, err := accesslog.NewReader("gen.log", bytes.NewReader(log.Bytes()), accesslog.Options{Headers: []string{"hostname"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range bytes.SplitAfter(log.Bytes(), []byte("\n")) {
+		if len(text) == 0 {
+			continue
+		}
+		var rec accesslog.Record
+		if err := rd.Read(&rec); err != nil {
+			t.Fatal(err)
+		}
+		input := 0
+		if host, _ := rec.Header("hostname"); host >= "gw-2" {
+			input = 1
+		}
+		parts[input].Write(text)
+		lines = append(lines, line{text, rec.TimeMs, input})
+	}
+	if parts[0].Len() == 0 || parts[1].Len() == 0 {
+		t.Fatal("the generated log has no second gateway")
+	}
+	sort.SliceStable(lines, func(i, j int) bool {
+		if lines[i].ms != lines[j].ms {
+			return lines[i].ms < lines[j].ms
+		}
+		return lines[i].input < lines[j].input
+	})
+	var merged bytes.Buffer
+	for _, l := range lines {
+		merged.Write(l.text)
+	}
+	run := func(inputs ...Input) *report.Report {
+		t.Helper()
+		lat, _ := ParseLatency("1ms", 1)
+		r, err := Run(context.Background(), RunConfig{Sim: Config{Model: m, Gateways: 4, Latency: lat}, MaxBad: -1}, inputs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Logs = nil
+		return r
+	}
+	got := run(Input{Name: "a.log", R: &parts[0]}, Input{Name: "b.log", R: &parts[1]})
+	want := run(Input{Name: "merged.log", R: &merged})
+	if got.Requests != 20000 || got.Reordered != 0 {
+		t.Errorf("merged: %d requests, %d reordered; want 20000 and 0", got.Requests, got.Reordered)
+	}
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if !bytes.Equal(g, w) {
+		t.Errorf("two logs and their merge report differently:\ntwo:    %.600s\nmerged: %.600s", g, w)
+	}
+}
+
+// mergedSource takes the earliest head, the earlier log's on a tie; keeps a log's own order
+// when it is out of order; skips bad lines through onBad; and ends when every log has.
+func TestMergedSource(t *testing.T) {
+	line := func(ts, path string) string {
+		return `{"start_time":"2024-05-01T12:00:0` + ts + `Z","path":"` + path + `"}` + "\n"
+	}
+	logs := []string{
+		line("0.000", "/a1") + line("2.000", "/a2") + line("1.000", "/a3-late") + line("3.000", "/a4"),
+		line("1.000", "/b1") + "not json\n" + line("2.000", "/b2"),
+		"",
+		line("0.000", "/d1"),
+	}
+	var readers []*accesslog.Reader
+	for i, l := range logs {
+		rd, err := accesslog.NewReader(fmt.Sprintf("log%d", i), strings.NewReader(l), accesslog.Options{Format: "envoy-json"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, rd)
+	}
+	var bad []string
+	src, err := newMergedSource(readers, func(le *accesslog.LineError) error {
+		bad = append(bad, fmt.Sprintf("%s:%d", le.File, le.Line))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var rec accesslog.Record
+	var arena []byte
+	for {
+		err := src.next(&rec, &arena)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rec.Path)
+	}
+	want := []string{"/a1", "/d1", "/b1", "/a2", "/a3-late", "/b2", "/a4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("order: got %v, want %v", got, want)
+	}
+	if !slices.Equal(bad, []string{"log1:2"}) {
+		t.Errorf("bad lines: got %v, want [log1:2]", bad)
 	}
 }

@@ -74,8 +74,10 @@ type Simulator struct {
 	oks      []bool
 	addrSrc  [2]*policy.Source // whole address and subnet, for the shared-NAT check
 
-	requests, matched, reordered int64
-	ctx                          context.Context
+	// requests counts the records replayed, matched those some rule matched, wouldDeny and
+	// denied those some rule would deny (any stage) and reject (given its stage).
+	requests, matched, wouldDeny, denied, reordered int64
+	ctx                                             context.Context
 }
 
 // New returns a Simulator for cfg.
@@ -382,15 +384,24 @@ func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
 	}
 	s.requests++
 	g := s.assign.pick(s, rec)
+	var would, denied bool
 	for i := range p.hits {
 		h := &p.hits[i]
 		s.values, s.oks = s.valuesAt(p, h.domain)
-		if err := s.decide(s.domains[h.domain], h.rs, h.shape, h.slot, g); err != nil {
+		w, d, err := s.decide(s.domains[h.domain], h.rs, h.shape, h.slot, g)
+		if err != nil {
 			return err
 		}
+		would, denied = would || w, denied || d
 	}
 	if p.matched {
 		s.matched++
+	}
+	if would {
+		s.wouldDeny++
+	}
+	if denied {
+		s.denied++
 	}
 	return nil
 }

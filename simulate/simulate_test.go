@@ -240,7 +240,7 @@ func TestThresholds(t *testing.T) {
 			t.Errorf("%s: got crossed %v (failed %v), want %v", tt.expr, got, r.Failed, tt.crossed)
 		}
 	}
-	for _, bad := range []string{"nonsense", "happiness>1", "would_deny>lots"} {
+	for _, bad := range []string{"nonsense", "happiness>1", "would_deny>lots", "denied>NaN", "deny_rate<Inf%", "would_deny>-inf"} {
 		if _, err := ParseThreshold(bad); err == nil {
 			t.Errorf("ParseThreshold(%q): got nil error", bad)
 		}
@@ -249,7 +249,8 @@ func TestThresholds(t *testing.T) {
 
 // TestRunBadLines checks the bad-line budget of Run.
 func TestRunBadLines(t *testing.T) {
-	log := "{\"path\":\"/a\"}\nnot json\n{\"path\":\"/b\"}\n{\n"
+	log := `{"start_time":"2024-05-01T12:00:00.000Z","path":"/a"}` + "\nnot json\n" +
+		`{"start_time":"2024-05-01T12:00:00.001Z","path":"/b"}` + "\n{\n"
 	for _, tt := range []struct {
 		maxBad  int64
 		wantErr bool
@@ -264,6 +265,50 @@ func TestRunBadLines(t *testing.T) {
 		}
 		if r.Requests != 2 || r.BadLines != 2 || r.BadLineSamples[0].Line != 2 || r.BadLineSamples[1].Line != 4 {
 			t.Errorf("max-bad %d: got requests %d, bad %d %+v; want 2, 2 at lines 2 and 4", tt.maxBad, r.Requests, r.BadLines, r.BadLineSamples)
+		}
+	}
+}
+
+// Request totals count requests, not the rules' decisions: 30 requests of one tenant from one
+// address, of which per-ip denies the last 25 and per-tenant the last 20, are 45 would-deny
+// decisions but 25 requests, a deny rate of 25/30.
+func TestRequestTotals(t *testing.T) {
+	var recs []accesslog.Record
+	for i := 0; i < 30; i++ {
+		recs = append(recs, accesslog.Record{TimeMs: 5_000_000 + int64(i), RemoteAddr: "198.51.100.23:4000",
+			Headers: []accesslog.Header{{Name: "x-tenant-id", Value: "acme"}}})
+	}
+	r := replay(t, Config{Model: testModel(), Gateways: 1}, recs)
+	tot := r.Totals
+	if tot.WouldDeny != 45 || tot.RequestsWouldDeny != 25 || tot.RequestsDenied != 25 {
+		t.Errorf("would deny %d decisions, %d requests, %d rejected; want 45, 25, 25",
+			tot.WouldDeny, tot.RequestsWouldDeny, tot.RequestsDenied)
+	}
+	if want := 25.0 / 30; tot.DenyRate != want {
+		t.Errorf("deny rate: got %v, want %v", tot.DenyRate, want)
+	}
+}
+
+// Records without the field of a hash or field assignment are counted, so that a misspelt
+// --assign field does not silently put the whole fleet's traffic on one gateway.
+func TestAssignMissing(t *testing.T) {
+	for _, assign := range []string{"hash:x-node", "field:x-node", "round-robin"} {
+		a, err := ParseAssignment(assign)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := []accesslog.Record{
+			{TimeMs: 1000, Headers: []accesslog.Header{{Name: "x-node", Value: "n1"}}},
+			{TimeMs: 1001},
+			{TimeMs: 1002, Headers: []accesslog.Header{{Name: "x-node", Value: ""}}},
+		}
+		want := int64(2)
+		if a.Kind == "round-robin" {
+			want = 0
+		}
+		r := replay(t, Config{Model: testModel(), Gateways: 4, Assign: a}, recs)
+		if r.AssignMissing != want {
+			t.Errorf("%s: assign_missing %d, want %d", assign, r.AssignMissing, want)
 		}
 	}
 }

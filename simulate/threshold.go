@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,11 +28,13 @@ var Metrics = map[string]func(*report.Report) float64{
 	"nat_collateral":      func(r *report.Report) float64 { return float64(r.Totals.NATCollateral) },
 	"would_deny":          func(r *report.Report) float64 { return float64(r.Totals.WouldDeny) },
 	"deny_rate":           func(r *report.Report) float64 { return r.Totals.DenyRate },
+	"requests_would_deny": func(r *report.Report) float64 { return float64(r.Totals.RequestsWouldDeny) },
+	"requests_denied":     func(r *report.Report) float64 { return float64(r.Totals.RequestsDenied) },
 	"denied":              func(r *report.Report) float64 { return float64(r.Totals.Denied) },
 	"ideal_deny":          func(r *report.Report) float64 { return float64(r.Totals.IdealDeny) },
 	"over_admission":      func(r *report.Report) float64 { return float64(r.Totals.OverAdmission) },
 	"under_admission":     func(r *report.Report) float64 { return float64(r.Totals.UnderAdmission) },
-	"over_admission_rate": func(r *report.Report) float64 { return ratio(r.Totals.OverAdmission, r.Totals.Matched) },
+	"over_admission_rate": func(r *report.Report) float64 { return ratio(r.Totals.OverAdmission, r.Totals.Decisions) },
 	"bad_lines":           func(r *report.Report) float64 { return float64(r.BadLines) },
 	"requests":            func(r *report.Report) float64 { return float64(r.Requests) },
 }
@@ -66,8 +69,8 @@ func ParseThreshold(s string) (Threshold, error) {
 			val, scale = val[:len(val)-1], 0.01
 		}
 		v, err := strconv.ParseFloat(val, 64)
-		if err != nil {
-			return Threshold{}, fmt.Errorf("fail-if %q: value %q is not a number", s, val)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return Threshold{}, fmt.Errorf("fail-if %q: value %q is not a finite number", s, val)
 		}
 		return Threshold{Expr: s, Metric: metric, Op: op, Value: v * scale}, nil
 	}

@@ -112,13 +112,13 @@ func TestReadFormats(t *testing.T) {
 }
 
 func TestBadLines(t *testing.T) {
-	input := `{"path":"/ok"}
-{"path": "/unterminated
+	input := `{"start_time":1,"path":"/ok"}
+{"start_time":1,"path": "/unterminated
 not json at all
 
-{"path":"/ok2","response_code":"abc"}
-{"path":"/ok3"} trailing
-{"path":"/ok4"}
+{"start_time":1,"path":"/ok2","response_code":"abc"}
+{"start_time":1,"path":"/ok3"} trailing
+{"start_time":1,"path":"/ok4"}
 `
 	recs, bad := readAll(t, input, Options{Format: FormatEnvoyJSON})
 	if got, want := len(recs), 2; got != want {
@@ -152,20 +152,180 @@ func TestGzipAndSniff(t *testing.T) {
 
 func TestClientIP(t *testing.T) {
 	tests := []struct {
-		xff, remote, want string
+		name, xff, remote, want string
 	}{
-		{"", "10.0.0.1:443", "10.0.0.1"},
-		{"", "[2001:db8::1]:443", "2001:db8::1"},
-		{"", "2001:db8::1", "2001:db8::1"},
-		{"198.51.100.7, 10.0.0.1", "10.0.0.9:1", "198.51.100.7"},
-		{" 203.0.113.5 ", "", "203.0.113.5"},
-		{"", "", ""},
+		{"remote with port", "", "10.0.0.1:443", "10.0.0.1"},
+		{"remote v6 with port", "", "[2001:db8::1]:443", "2001:db8::1"},
+		{"remote bare v6", "", "2001:db8::1", "2001:db8::1"},
+		{"remote beats xff", "198.51.100.7", "203.0.113.9:1", "203.0.113.9"},
+		{"spoofed left entry", "6.6.6.6, 198.51.100.7", "198.51.100.7:5000", "198.51.100.7"},
+		{"xff only: rightmost", "6.6.6.6, 10.9.9.9, 198.51.100.7", "", "198.51.100.7"},
+		{"xff only: one entry, spaces", " 203.0.113.5 ", "", "203.0.113.5"},
+		{"xff only: v6 rightmost", "6.6.6.6,2001:db8::7", "", "2001:db8::7"},
+		{"xff only: bracketed v6 with port", "6.6.6.6, [2001:db8::7]:443", "", "2001:db8::7"},
+		{"xff only: v4 with port", "6.6.6.6, 198.51.100.7:8080", "", "198.51.100.7"},
+		{"nothing", "", "", ""},
 	}
 	for _, tt := range tests {
 		r := Record{XFF: tt.xff, RemoteAddr: tt.remote}
 		if got := r.ClientIP(); got != tt.want {
-			t.Errorf("ClientIP(xff=%q, remote=%q): got %q, want %q", tt.xff, tt.remote, got, tt.want)
+			t.Errorf("%s: ClientIP(xff=%q, remote=%q): got %q, want %q", tt.name, tt.xff, tt.remote, got, tt.want)
 		}
+	}
+}
+
+// TestNoTimestamp checks that a record without a timestamp is a bad line naming the key it
+// wanted, not a request at 1970-01-01.
+func TestNoTimestamp(t *testing.T) {
+	const defaultKeys = "no timestamp (start_time, timestamp, time, ts or @timestamp)"
+	tests := []struct {
+		name    string
+		input   string
+		opts    Options
+		wantErr string // "" for a record
+	}{
+		{"json without start_time", `{"path":"/a"}`, Options{}, defaultKeys},
+		{"json dash", `{"start_time":"-","path":"/a"}`, Options{}, defaultKeys},
+		{"json empty", `{"start_time":"","path":"/a"}`, Options{}, defaultKeys},
+		{"json null", `{"start_time":null,"path":"/a"}`, Options{}, defaultKeys},
+		{"json epoch 0 is a time", `{"start_time":0,"path":"/a"}`, Options{}, ""},
+		{"json mapped key missing", `{"start_time":"2024-05-01T12:00:00Z","path":"/a"}`,
+			Options{Mapping: Mapping{"start_time": "ts"}}, "no timestamp (ts)"},
+		{"json mapped key present", `{"ts":"2024-05-01T12:00:00Z"}`, Options{Mapping: Mapping{"start_time": "ts"}}, ""},
+		{"csv empty cell", "ts,path\n,/a\n", Options{Mapping: Mapping{"start_time": "ts"}}, `no timestamp (column "ts")`},
+		{"csv dash", "time,path\n-,/a\n", Options{}, `no timestamp (column "time")`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, bad := readAll(t, tt.input, tt.opts)
+			if tt.wantErr == "" {
+				if len(bad) != 0 || len(recs) != 1 {
+					t.Fatalf("got %d records, bad %v; want 1 record", len(recs), bad)
+				}
+				return
+			}
+			if len(recs) != 0 || len(bad) != 1 {
+				t.Fatalf("got records %+v, %d bad lines; want one bad line", recs, len(bad))
+			}
+			if got := bad[0].Err.Error(); got != tt.wantErr {
+				t.Errorf("got error %q, want %q", got, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestCSVHeader checks that the header row is read when the log is opened: a --field mapping
+// naming a column the header lacks, or a header without a timestamp, is an error then.
+func TestCSVHeader(t *testing.T) {
+	tests := []struct {
+		name    string
+		input   string
+		mapping Mapping
+		wantErr string // "" for no error
+	}{
+		{"good", "ts,path,tenant\n1,/a,acme\n", Mapping{"start_time": "ts", "x-tenant-id": "tenant"}, ""},
+		{"good, column in upper case", "TS,path\n1,/a\n", Mapping{"start_time": "ts"}, ""},
+		{"good, empty log", "", Mapping{"start_time": "whenn"}, ""},
+		{"mapped time column missing", "time,path\n1,/a\n", Mapping{"start_time": "whenn"},
+			`log:1: --field start_time=whenn: no column "whenn" in the header row (columns: time, path)`},
+		{"mapped header column missing", "\ntime,path\n1,/a\n", Mapping{"x-tenant-id": "tenant"},
+			`log:2: --field x-tenant-id=tenant: no column "tenant" in the header row (columns: time, path)`},
+		{"no timestamp column", "path,tenant\n/a,acme\n", nil,
+			"log:1: no timestamp column in the header row: want start_time, timestamp, time, ts or @timestamp, " +
+				"or map one with --field start_time=COLUMN (columns: path, tenant)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewReader("log", strings.NewReader(tt.input), Options{Format: FormatCSV, Mapping: tt.mapping})
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.wantErr {
+				t.Errorf("NewReader: got error %q, want %q", got, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestHeaderCase checks that request headers match their log keys in any case, and that
+// mapped keys and well-known non-header keys stay exact.
+func TestHeaderCase(t *testing.T) {
+	hdrs := []string{"x-tenant-id", "x-api-key", "authorization"}
+	tests := []struct {
+		name  string
+		input string
+		opts  Options
+		want  Record
+	}{
+		{
+			name: "header spellings",
+			input: `{"start_time":1,"X-Tenant-Id":"acme","X_API_KEY":"k1","Authorization":"Bearer t",` +
+				`"User-Agent":"curl/8","X-Forwarded-For":"198.51.100.7","Host":"api.example.com"}`,
+			opts: Options{Headers: hdrs},
+			want: Record{TimeMs: 1000, UserAgent: "curl/8", XFF: "198.51.100.7", Authority: "api.example.com",
+				Headers: []Header{{"x-tenant-id", "acme"}, {"x-api-key", "k1"}, {"authorization", "Bearer t"}}},
+		},
+		{
+			name:  "req_ prefix",
+			input: `{"start_time":1,"REQ_X_TENANT_ID":"acme"}`,
+			opts:  Options{Headers: hdrs},
+			want:  Record{TimeMs: 1000, Headers: []Header{{"x-tenant-id", "acme"}}},
+		},
+		{
+			name:  "mapped key is exact",
+			input: `{"start_time":1,"Tenant":"acme","X-Tenant-Id":"other"}`,
+			opts:  Options{Headers: hdrs, Mapping: Mapping{"x-tenant-id": "tenant"}},
+			want:  Record{TimeMs: 1000},
+		},
+		{
+			name:  "not a header",
+			input: `{"start_time":1,"Path":"/a","Method":"GET"}`,
+			opts:  Options{Headers: hdrs},
+			want:  Record{TimeMs: 1000},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, bad := readAll(t, tt.input, tt.opts)
+			if len(bad) != 0 || len(recs) != 1 {
+				t.Fatalf("got %d records, bad %v; want 1 record", len(recs), bad)
+			}
+			got := recs[0]
+			got.File, got.Line = "", 0
+			if len(got.Headers) == 0 {
+				got.Headers = nil
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadArenaNoAllocs checks that reading a line into an arena allocates nothing, with
+// header keys in lower and in mixed case.
+func TestReadArenaNoAllocs(t *testing.T) {
+	const line = `{"start_time":"2024-05-01T12:00:00.123Z","method":"GET","path":"/x","bytes_sent":12,` +
+		`"x-tenant-id":"acme","X-Api-Key":"k1","Authorization":"Bearer t","hostname":"gw-1"}` + "\n"
+	log := strings.Repeat(line, 200)
+	r, err := NewReader("log", strings.NewReader(log), Options{Headers: []string{"x-tenant-id", "x-api-key", "authorization"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := Record{Headers: make([]Header, 0, 8)}
+	arena := make([]byte, 0, 1<<16)
+	allocs := testing.AllocsPerRun(100, func() {
+		arena = arena[:0]
+		if err := r.ReadArena(&rec, &arena); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("got %v allocations per line, want 0", allocs)
+	}
+	if got, want := len(rec.Headers), 3; got != want {
+		t.Errorf("got %d headers, want %d", got, want)
 	}
 }
 
@@ -208,7 +368,7 @@ func TestParseMapping(t *testing.T) {
 }
 
 func TestLongLine(t *testing.T) {
-	long := `{"path":"` + strings.Repeat("a", 300<<10) + `"}` + "\n" + `{"path":"/b"}` + "\n"
+	long := `{"ts":1,"path":"` + strings.Repeat("a", 300<<10) + `"}` + "\n" + `{"ts":1,"path":"/b"}` + "\n"
 	recs, bad := readAll(t, long, Options{})
 	if len(bad) != 0 || len(recs) != 2 {
 		t.Fatalf("got %d records, %d bad; want 2, 0", len(recs), len(bad))

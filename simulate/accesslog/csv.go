@@ -3,6 +3,8 @@ package accesslog
 import (
 	"encoding/csv"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -10,35 +12,73 @@ import (
 // keys do. Each line is parsed on its own, so a record may not span lines.
 type csvState struct {
 	keys    map[string]target
-	columns []target // nil until the header row is read
+	columns []target // from the header row
 	hasCol  []bool
 }
 
-func (c *csvState) parse(line string, rec *Record) error {
+func splitCSV(line string) ([]string, error) {
 	r := csv.NewReader(strings.NewReader(line))
 	r.FieldsPerRecord = -1
 	r.LazyQuotes = true
 	fields, err := r.Read()
 	if err != nil {
-		return fmt.Errorf("csv: %w", err)
+		return nil, fmt.Errorf("csv: %w", err)
 	}
-	if c.columns == nil {
-		c.columns = make([]target, len(fields))
-		c.hasCol = make([]bool, len(fields))
-		found := false
-		for i, name := range fields {
-			name = strings.TrimSpace(strings.TrimPrefix(name, "\ufeff"))
-			if tg, ok := c.keys[name]; ok {
-				c.columns[i], c.hasCol[i], found = tg, true, true
-			} else if tg, ok := c.keys[strings.ToLower(name)]; ok {
-				c.columns[i], c.hasCol[i], found = tg, true, true
-			}
+	return fields, nil
+}
+
+// header reads the header row: a column maps onto a field under its own name or in lower case.
+// Every column m maps must be present, and one must hold the timestamp; header returns its
+// name, quoted.
+func (c *csvState) header(line string, m Mapping) (string, error) {
+	fields, err := splitCSV(line)
+	if err != nil {
+		return "", fmt.Errorf("header row: %w", err)
+	}
+	c.columns = make([]target, len(fields))
+	c.hasCol = make([]bool, len(fields))
+	present := map[string]bool{}
+	timeColumn := ""
+	for i, name := range fields {
+		name = strings.TrimSpace(strings.TrimPrefix(name, "\ufeff"))
+		fields[i] = name
+		key := name
+		tg, ok := c.keys[key]
+		if !ok {
+			key = strings.ToLower(name)
+			tg, ok = c.keys[key]
 		}
-		if !found {
-			c.columns = nil
-			return fmt.Errorf("csv: header row names no known field (see --field)")
+		if !ok {
+			continue
 		}
-		return errSkip
+		c.columns[i], c.hasCol[i] = tg, true
+		present[key] = true
+		if tg.f == fieldTime && timeColumn == "" {
+			timeColumn = strconv.Quote(name)
+		}
+	}
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !present[m[name]] {
+			return "", fmt.Errorf("--field %s=%s: no column %q in the header row (columns: %s)",
+				name, m[name], m[name], strings.Join(fields, ", "))
+		}
+	}
+	if timeColumn == "" {
+		return "", fmt.Errorf("no timestamp column in the header row: want %s, or map one with --field start_time=COLUMN (columns: %s)",
+			timeKeys(nil), strings.Join(fields, ", "))
+	}
+	return timeColumn, nil
+}
+
+func (c *csvState) parse(line string, rec *Record) error {
+	fields, err := splitCSV(line)
+	if err != nil {
+		return err
 	}
 	if len(fields) != len(c.columns) {
 		return fmt.Errorf("csv: %d fields, header has %d", len(fields), len(c.columns))

@@ -13,7 +13,8 @@
 package accesslog
 
 // Record is one request from an access log. Missing values are empty (Envoy's "-" reads as
-// empty); TimeMs is Unix milliseconds.
+// empty); TimeMs is Unix milliseconds, and a line without a timestamp is a bad line, not a
+// record.
 type Record struct {
 	// File and Line locate the record in its log (Line is 1-based).
 	File string
@@ -28,7 +29,7 @@ type Record struct {
 	UserAgent  string
 	RequestID  string
 	Upstream   string
-	XFF        string
+	XFF        string // X-Forwarded-For as logged; see ClientIP
 	RemoteAddr string // downstream remote address as logged, possibly with a port
 
 	// Headers holds the requested headers (Options.Headers) that the log carried, by
@@ -52,19 +53,23 @@ func (r *Record) Header(name string) (string, bool) {
 	return "", false
 }
 
-// ClientIP is the client's address without a port: the leftmost X-Forwarded-For entry when the
-// log has one, else the downstream remote address. It is empty when neither is known.
+// ClientIP is the client's address without a port, as Envoy's remote_address rate-limit action
+// sees it: the downstream remote address when the log has one (%DOWNSTREAM_REMOTE_ADDRESS%, the
+// address Envoy trusts), else the rightmost X-Forwarded-For entry, the one the edge proxy
+// appended (Envoy's default xff_num_trusted_hops of 0). Entries left of it are whatever the
+// client sent, so they are never used. It is empty when neither is known.
 func (r *Record) ClientIP() string {
-	if x := r.XFF; x != "" {
-		for i := 0; i < len(x); i++ {
-			if x[i] == ',' {
-				x = x[:i]
-				break
-			}
-		}
-		return stripPort(trimSpace(x))
+	if r.RemoteAddr != "" {
+		return stripPort(trimSpace(r.RemoteAddr))
 	}
-	return stripPort(r.RemoteAddr)
+	x := r.XFF
+	for i := len(x) - 1; i >= 0; i-- {
+		if x[i] == ',' {
+			x = x[i+1:]
+			break
+		}
+	}
+	return stripPort(trimSpace(x))
 }
 
 // Field returns the value of a named field: a well-known field name (see FieldNames) or a
@@ -96,9 +101,11 @@ func (r *Record) Field(name string) string {
 	return v
 }
 
+// reset empties r for the next line, keeping its header slice. TimeMs is noTimestamp until a
+// timestamp is read.
 func (r *Record) reset() {
 	h := r.Headers[:0]
-	*r = Record{Headers: h}
+	*r = Record{TimeMs: noTimestamp, Headers: h}
 }
 
 // stripPort removes a trailing ":port" from an IPv4 address or host name and the brackets and port

@@ -2,6 +2,7 @@ package accesslog
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +61,14 @@ var defaultKeys = map[field][]string{
 		"remote_addr", "remote_address", "ip"},
 }
 
+// headerKeys are the default keys that are request header names. Like the captured headers'
+// keys, they match a log key in any case: Envoy JSON formats often spell a header as the
+// request did (X-Forwarded-For), and HTTP header names are case-insensitive.
+var headerKeys = map[string]bool{
+	":method": true, ":path": true, "x-envoy-original-path": true, ":authority": true, "host": true,
+	"user-agent": true, "x-request-id": true, "x-forwarded-for": true,
+}
+
 // FieldNames lists the well-known field names that --field accepts on its left-hand side;
 // any other name is a request header.
 func FieldNames() []string {
@@ -99,6 +108,8 @@ func ParseMapping(specs []string) (Mapping, error) {
 type target struct {
 	f    field
 	name string // header name for fieldHeader
+	// fold says the key is a header name (lower case) that matches a log key in any case.
+	fold bool
 }
 
 // keyTable maps log keys to targets for one reader. Mapped keys replace the defaults of the
@@ -122,7 +133,7 @@ func keyTable(m Mapping, headers []string) map[string]target {
 		}
 		for _, k := range keys {
 			if _, taken := t[k]; !taken {
-				t[k] = target{f: f}
+				t[k] = target{f: f, fold: headerKeys[k]}
 			}
 		}
 	}
@@ -133,11 +144,24 @@ func keyTable(m Mapping, headers []string) map[string]target {
 		}
 		for _, k := range []string{h, strings.ReplaceAll(h, "-", "_"), "req_" + strings.ReplaceAll(h, "-", "_")} {
 			if _, taken := t[k]; !taken {
-				t[k] = target{f: fieldHeader, name: h}
+				t[k] = target{f: fieldHeader, name: h, fold: true}
 			}
 		}
 	}
 	return t
+}
+
+// noTimestamp marks a record no timestamp was read into: Record.reset sets it, and the reader
+// turns a record that still has it into a bad line. No parsed time is this far from 1970.
+const noTimestamp = math.MinInt64
+
+// timeKeys names the log keys a timestamp is read from, for the error of a record without one.
+func timeKeys(m Mapping) string {
+	if k, ok := m["start_time"]; ok {
+		return k
+	}
+	keys := defaultKeys[fieldTime]
+	return strings.Join(keys[:len(keys)-1], ", ") + " or " + keys[len(keys)-1]
 }
 
 // set stores value v into rec's field.

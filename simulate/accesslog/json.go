@@ -23,8 +23,12 @@ type jsonParser struct {
 // keyIndex finds the target of a log key. Every key of every line is looked up, most of them
 // unmapped, so it avoids hashing the whole key as a map would: keys are bucketed by their length
 // and first and last bytes, and a lookup compares the key with the bucket's few candidates.
+// Header names also match in any case: folded holds them (lower case) bucketed by the same
+// rule, and a key that misses the exact lookup is compared with its folded bucket's candidates
+// byte by byte, so a lower-case log pays one more bucket look per unmapped key and no allocation.
 type keyIndex struct {
 	buckets [128][]keyTarget
+	folded  [128][]keyTarget
 }
 
 type keyTarget struct {
@@ -37,6 +41,10 @@ func newKeyIndex(keys map[string]target) keyIndex {
 	for k, tg := range keys {
 		b := &ix.buckets[keyBucket(k)]
 		*b = append(*b, keyTarget{k, tg})
+		if tg.fold {
+			b := &ix.folded[keyBucket(k)]
+			*b = append(*b, keyTarget{k, tg})
+		}
 	}
 	return ix
 }
@@ -54,7 +62,36 @@ func (ix *keyIndex) find(k string) (target, bool) {
 			return e.tg, true
 		}
 	}
+	if k == "" {
+		return target{}, false
+	}
+	// The bucket of k in lower case.
+	for _, e := range ix.folded[(len(k)*31+int(lower(k[0]))*7+int(lower(k[len(k)-1])))&127] {
+		if equalLower(k, e.key) {
+			return e.tg, true
+		}
+	}
 	return target{}, false
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// equalLower reports whether s in ASCII lower case is l.
+func equalLower(s, l string) bool {
+	if len(s) != len(l) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if lower(s[i]) != l[i] {
+			return false
+		}
+	}
+	return true
 }
 
 type jsonScan struct {

@@ -36,11 +36,12 @@ func ParseFormat(s string) (Format, error) {
 // Options configure a Reader.
 type Options struct {
 	Format Format
-	// Mapping remaps log keys onto record fields (see Mapping).
+	// Mapping remaps log keys onto record fields (see Mapping). With CSV, a mapped column the
+	// header row lacks is an error of NewReader.
 	Mapping Mapping
 	// Headers are the request headers (lower case) to capture into Record.Headers, such as the
 	// ones a policy's descriptor sources read. A header is found under its own name, with '-'
-	// replaced by '_', or as mapped.
+	// replaced by '_', or as mapped; unmapped, the name matches in any case (X-Tenant-Id).
 	Headers []string
 }
 
@@ -69,10 +70,14 @@ type Reader struct {
 	line int64
 	buf  []byte // a long line spanning several buffer fills
 	read func(line string, rec *Record) error
-	csv  *csvState
+	// noTime is the error of a line without a timestamp, made once so such lines cost no more
+	// than other bad lines.
+	noTime error
 }
 
-// NewReader returns a Reader of r, named name in errors. Gzip input is decompressed.
+// NewReader returns a Reader of r, named name in errors. Gzip input is decompressed. A CSV log's
+// header row is read here, so a header without a timestamp column or without a column
+// opts.Mapping names is an error here rather than a bad line per record.
 func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -82,7 +87,7 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 		}
 		br = bufio.NewReaderSize(zr, 256<<10)
 	}
-	rd := &Reader{name: name, br: br}
+	rd := &Reader{name: name, br: br, noTime: fmt.Errorf("no timestamp (%s)", timeKeys(opts.Mapping))}
 	format := opts.Format
 	if format == FormatAuto {
 		format = sniff(br)
@@ -95,8 +100,11 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 	case FormatEnvoyText:
 		rd.read = parseText
 	case FormatCSV:
-		rd.csv = &csvState{keys: keys}
-		rd.read = rd.csv.parse
+		c := &csvState{keys: keys}
+		if err := rd.readCSVHeader(c, opts.Mapping); err != nil {
+			return nil, err
+		}
+		rd.read = c.parse
 	default:
 		return nil, fmt.Errorf("%s: log format %q unknown", name, format)
 	}
@@ -163,20 +171,46 @@ func (r *Reader) read1(rec *Record, arena *[]byte) error {
 		}
 		rec.reset()
 		if err := r.read(s, rec); err != nil {
-			if err == errSkip {
-				continue
-			}
 			return r.lineError(err, line)
+		}
+		if rec.TimeMs == noTimestamp {
+			return r.lineError(r.noTime, line)
 		}
 		rec.File, rec.Line = r.name, r.line
 		return nil
 	}
 }
 
+// readCSVHeader reads the header row, the first non-blank line, into c. An empty log has none
+// and reads as empty.
+func (r *Reader) readCSVHeader(c *csvState, m Mapping) error {
+	for {
+		line, err := r.nextLine()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r.line++
+		if len(line) > maxLine {
+			return fmt.Errorf("%s:%d: csv header row longer than 1 MiB", r.name, r.line)
+		}
+		s := strings.TrimRight(string(line), "\r\n")
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		timeColumn, err := c.header(s, m)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", r.name, r.line, err)
+		}
+		r.noTime = fmt.Errorf("no timestamp (column %s)", timeColumn)
+		return nil
+	}
+}
+
 // Line is the number of lines read so far.
 func (r *Reader) Line() int64 { return r.line }
-
-var errSkip = errors.New("skip line")
 
 func (r *Reader) lineError(err error, line []byte) *LineError {
 	text := strings.TrimRight(string(line[:min(len(line), 200)]), "\r\n")

@@ -14,11 +14,18 @@
 //	  "requests": 1000000,               // records replayed
 //	  "bad_lines": 3,                    // lines skipped as unparseable
 //	  "bad_line_samples": [{"file":"access.log","line":17,"error":"...","text":"..."}],
+//	  "reordered": 0,                    // records logged before an earlier one; replayed late
+//	  "assign_missing": 0,               // records without the field of --assign hash: or field:
 //	  "start_ms": 1714564800000, "end_ms": 1714565400000,
 //	  "settings": {"gateways":4, "assignment":"round-robin", "store_latency":"1ms",
 //	               "nat_users":20, "bucket_ms":5000},
 //	  "totals": {
 //	    "matched": 950000,                // requests that matched at least one rule
+//	    "requests_would_deny": 1100,      // requests some rule would deny (any stage)
+//	    "requests_denied": 700,           // requests some rule would reject given its stage
+//	    "deny_rate": 0.0011,              // requests_would_deny / requests
+//	    // The rest sum the rules' decisions: a request that two rules would deny counts twice.
+//	    "decisions": 2400000,             // the rules' requests
 //	    "would_deny": 1200,               // engine said over (any stage)
 //	    "denied": 800,                    // would have been rejected given each rule's stage
 //	    "ideal_deny": 1150,               // an ideal single global bucket (no leasing) said over
@@ -61,19 +68,25 @@ const Schema = "rlctl.simulate/v1"
 
 // Report is the result of a simulation.
 type Report struct {
-	Schema         string      `json:"schema"`
-	Policies       string      `json:"policies"`
-	Logs           []string    `json:"logs"`
-	Requests       int64       `json:"requests"`
-	BadLines       int64       `json:"bad_lines"`
-	BadLineSamples []BadLine   `json:"bad_line_samples"`
-	StartMs        int64       `json:"start_ms"`
-	EndMs          int64       `json:"end_ms"`
-	Settings       Settings    `json:"settings"`
-	Totals         Totals      `json:"totals"`
-	Rules          []*Rule     `json:"rules"`
-	Thresholds     []Threshold `json:"thresholds"`
-	Failed         bool        `json:"failed"`
+	Schema         string    `json:"schema"`
+	Policies       string    `json:"policies"`
+	Logs           []string  `json:"logs"`
+	Requests       int64     `json:"requests"`
+	BadLines       int64     `json:"bad_lines"`
+	BadLineSamples []BadLine `json:"bad_line_samples"`
+	// Reordered counts records whose time was before an earlier record's (of their own log,
+	// when logs are merged); they were replayed at the later time.
+	Reordered int64 `json:"reordered"`
+	// AssignMissing counts records without the field a hash or field assignment reads
+	// (Settings.Assignment): a hash sends them all to one gateway, a field to "unnamed".
+	AssignMissing int64       `json:"assign_missing"`
+	StartMs       int64       `json:"start_ms"`
+	EndMs         int64       `json:"end_ms"`
+	Settings      Settings    `json:"settings"`
+	Totals        Totals      `json:"totals"`
+	Rules         []*Rule     `json:"rules"`
+	Thresholds    []Threshold `json:"thresholds"`
+	Failed        bool        `json:"failed"`
 }
 
 // BadLine is one skipped line.
@@ -106,9 +119,13 @@ type Counts struct {
 	NATCollateral  int64 `json:"nat_collateral"`
 }
 
-// Totals sum the rules.
+// Totals count requests (Matched, RequestsWouldDeny, RequestsDenied and DenyRate) and sum the
+// rules' decisions (the rest).
 type Totals struct {
 	Matched           int64   `json:"matched"`
+	RequestsWouldDeny int64   `json:"requests_would_deny"`
+	RequestsDenied    int64   `json:"requests_denied"`
+	Decisions         int64   `json:"decisions"`
 	WouldDeny         int64   `json:"would_deny"`
 	Denied            int64   `json:"denied"`
 	IdealDeny         int64   `json:"ideal_deny"`
@@ -166,11 +183,13 @@ type Threshold struct {
 	Crossed bool    `json:"crossed"`
 }
 
-// Finish computes the totals from the rules and sorts the rules by would-deny, most first.
+// Finish computes the totals from the rules, keeping the request counts the caller set in
+// Totals, and sorts the rules by would-deny, most first.
 func (r *Report) Finish() {
 	r.Schema = Schema
 	t := Totals{}
 	for _, rl := range r.Rules {
+		t.Decisions += rl.Requests
 		t.WouldDeny += rl.WouldDeny
 		t.Denied += rl.Denied
 		t.IdealDeny += rl.IdealDeny
@@ -180,13 +199,9 @@ func (r *Report) Finish() {
 		t.NATCollateral += rl.NATCollateral
 		t.FalsePositives += rl.FalsePositives
 	}
-	t.Matched = r.Totals.Matched
-	if t.WouldDeny > 0 {
-		t.FalsePositiveRate = float64(t.FalsePositives) / float64(t.WouldDeny)
-	}
-	if r.Requests > 0 {
-		t.DenyRate = float64(t.WouldDeny) / float64(r.Requests)
-	}
+	t.Matched, t.RequestsWouldDeny, t.RequestsDenied = r.Totals.Matched, r.Totals.RequestsWouldDeny, r.Totals.RequestsDenied
+	t.FalsePositiveRate = ratio(t.FalsePositives, t.WouldDeny)
+	t.DenyRate = ratio(t.RequestsWouldDeny, r.Requests)
 	r.Totals = t
 	sort.SliceStable(r.Rules, func(i, j int) bool {
 		a, b := r.Rules[i], r.Rules[j]

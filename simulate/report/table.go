@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/olekukonko/tablewriter"
@@ -15,9 +16,18 @@ import (
 func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(w, "requests %d  bad lines %d  window %s  gateways %d (%s)  store latency %s\n",
 		r.Requests, r.BadLines, window(r), r.Settings.Gateways, r.Settings.Assignment, r.Settings.StoreLatency)
+	if r.AssignMissing > 0 {
+		fmt.Fprintf(w, "warning: %d records (%s) lack the field of --assign %s; %s\n", r.AssignMissing,
+			pct(ratio(r.AssignMissing, r.Requests)), r.Settings.Assignment, missingGoes(r.Settings.Assignment))
+	}
+	if r.Reordered > 0 {
+		fmt.Fprintf(w, "reordered %d records logged before an earlier one of their log; replayed at the later time\n", r.Reordered)
+	}
 	t := r.Totals
-	fmt.Fprintf(w, "would deny %d (%s)  denied %d  ideal %d  over-admission %d  under-admission %d\n",
-		t.WouldDeny, pct(t.DenyRate), t.Denied, t.IdealDeny, t.OverAdmission, t.UnderAdmission)
+	fmt.Fprintf(w, "requests would be denied %d (%s), rejected at their stage %d\n",
+		t.RequestsWouldDeny, pct(t.DenyRate), t.RequestsDenied)
+	fmt.Fprintf(w, "rule decisions: would deny %d  denied %d  ideal %d  over-admission %d  under-admission %d\n",
+		t.WouldDeny, t.Denied, t.IdealDeny, t.OverAdmission, t.UnderAdmission)
 	fmt.Fprintf(w, "false positives %d (%s of denials): legit %d, shared-NAT collateral %d (>= %d users)\n\n",
 		t.FalsePositives, pct(t.FalsePositiveRate), t.LegitDenials, t.NATCollateral, r.Settings.NATUsers)
 
@@ -108,4 +118,12 @@ func window(r *Report) string {
 	}
 	return fmt.Sprintf("%s to %s (%s)", time.UnixMilli(r.StartMs).UTC().Format("2006-01-02T15:04:05Z"),
 		time.UnixMilli(r.EndMs).UTC().Format("15:04:05Z"), time.Duration(r.EndMs-r.StartMs)*time.Millisecond)
+}
+
+// missingGoes says where records without the field of an assignment went.
+func missingGoes(assignment string) string {
+	if strings.HasPrefix(assignment, "field:") {
+		return `they went to a gateway named "unnamed"`
+	}
+	return "they all went to one gateway"
 }

@@ -44,7 +44,7 @@ func TestGolden(t *testing.T) {
 }
 
 // TestReadable checks that every generated line reads back through accesslog, in time order,
-// and that the populations are present.
+// with one client address however it is read, and that the populations are present.
 func TestReadable(t *testing.T) {
 	for _, f := range []Format{EnvoyJSON, EnvoyText} {
 		var buf bytes.Buffer
@@ -73,6 +73,12 @@ func TestReadable(t *testing.T) {
 			last = rec.TimeMs
 			n++
 			ip := rec.ClientIP()
+			// The remote address and X-Forwarded-For name the same client, so a log read
+			// either way replays the same addresses.
+			if xffOnly := (accesslog.Record{XFF: rec.XFF}); xffOnly.ClientIP() != ip {
+				t.Fatalf("%s: line %d: client %q from the remote address, %q from X-Forwarded-For %q",
+					f, rec.Line, ip, xffOnly.ClientIP(), rec.XFF)
+			}
 			switch {
 			case ip == OfficeNATIP:
 				seen["office"]++
