@@ -41,7 +41,7 @@
 //	    "stranded_tokens_max":40, "stranded_tokens_end":12,
 //	    "lease_max":50, "store_calls":300,
 //	    "false_positives":3, "legit_denials":2, "nat_collateral":1,
-//	    "top_denied":[{"value":"tenant=acme","denials":80,"requests":900,"legit":false}],
+//	    "top_denied":[{"value":"tenant=acme","denials":80,"requests":900,"legit":true,"legit_denials":80}],
 //	    "series":{"start_ms":..., "bucket_ms":5000, "requests":[...], "would_deny":[...],
 //	              "ideal_deny":[...], "lease":[...]}
 //	  }],
@@ -159,7 +159,10 @@ type Identity struct {
 	Value    string `json:"value"`
 	Denials  int64  `json:"denials"`
 	Requests int64  `json:"requests"`
-	Legit    bool   `json:"legit"`
+	// Legit says some of its denials were of requests marked legitimate (LegitDenials of
+	// them): the value itself may be an address that legitimate and other callers share.
+	Legit        bool  `json:"legit"`
+	LegitDenials int64 `json:"legit_denials,omitempty"`
 	// Users is the number of distinct users seen behind an address or subnet value (0 when
 	// the value is not an address).
 	Users int `json:"users,omitempty"`

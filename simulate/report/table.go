@@ -98,16 +98,20 @@ func writeThresholds(w io.Writer, r *Report, indent string) {
 	}
 }
 
+// note says what the report knows of a denied identity: how many of its denials were of
+// legitimate callers, and how many users were seen behind it when it is an address.
 func note(id Identity) string {
-	switch {
-	case id.Legit:
-		return "legitimate"
-	case id.Users == 1:
-		return "1 user behind it"
-	case id.Users > 0:
-		return fmt.Sprintf("%d users behind it", id.Users)
+	var parts []string
+	if id.Legit {
+		parts = append(parts, fmt.Sprintf("%d denials of legitimate callers", id.LegitDenials))
 	}
-	return ""
+	switch {
+	case id.Users == 1:
+		parts = append(parts, "1 user behind it")
+	case id.Users > 0:
+		parts = append(parts, fmt.Sprintf("%d users behind it", id.Users))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
