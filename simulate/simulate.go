@@ -268,6 +268,7 @@ func (s *Simulator) countUser(nat *natTracker, p *prepared) {
 	if user == "" {
 		return
 	}
+	nat.withUser++
 	for i := range s.addrSrc {
 		if p.oks[i] {
 			nat.see(p.values[i], user)

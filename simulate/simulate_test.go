@@ -140,6 +140,9 @@ func TestFalsePositives(t *testing.T) {
 			if got, want := r.Totals.FalsePositives, tt.wantLegit+tt.wantNAT; got != want {
 				t.Errorf("false positives: got %d, want %d", got, want)
 			}
+			if got := r.Totals.RequestsWithUser; got != 30 {
+				t.Errorf("requests with a user: got %d, want 30", got)
+			}
 		})
 	}
 }
@@ -283,6 +286,9 @@ func TestRequestTotals(t *testing.T) {
 	if tot.WouldDeny != 45 || tot.RequestsWouldDeny != 25 || tot.RequestsDenied != 25 {
 		t.Errorf("would deny %d decisions, %d requests, %d rejected; want 45, 25, 25",
 			tot.WouldDeny, tot.RequestsWouldDeny, tot.RequestsDenied)
+	}
+	if tot.RequestsWithUser != 0 {
+		t.Errorf("requests with a user: got %d, want 0 (no JWT, no fingerprint)", tot.RequestsWithUser)
 	}
 	if want := 25.0 / 30; tot.DenyRate != want {
 		t.Errorf("deny rate: got %v, want %v", tot.DenyRate, want)

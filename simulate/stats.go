@@ -169,6 +169,9 @@ type natTracker struct {
 	cap   int
 	addrs map[string]userSet
 	user  []byte // scratch for a user's name (Simulator.countUser)
+	// withUser counts the requests that carried a user; without any, the shared-NAT check
+	// has nothing to count.
+	withUser int64
 }
 
 func (n *natTracker) see(addr, user string) {
@@ -206,6 +209,7 @@ func (n *natTracker) empty() natTracker {
 // merge adds what o saw to n. The counts are then those of one tracker that saw everything
 // both saw, in any order: a count is the number of distinct users seen, up to the cap.
 func (n *natTracker) merge(o *natTracker) {
+	n.withUser += o.withUser
 	for addr, u := range o.addrs {
 		if u.users == nil {
 			n.see(addr, u.first)

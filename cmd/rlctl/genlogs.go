@@ -47,6 +47,9 @@ func newGenLogsCmd() *cobra.Command {
 			if lines < 0 {
 				return usageErrorf("gen-logs: --lines %d: must not be negative", lines)
 			}
+			if gateways < 1 {
+				return usageErrorf("gen-logs: --gateways %d: want at least 1", gateways)
+			}
 			if start != "" {
 				t, err := time.Parse(time.RFC3339, start)
 				if err != nil {

@@ -24,6 +24,7 @@
 //	    "requests_would_deny": 1100,      // requests some rule would deny (any stage)
 //	    "requests_denied": 700,           // requests some rule would reject given its stage
 //	    "deny_rate": 0.0011,              // requests_would_deny / requests
+//	    "requests_with_user": 990000,     // requests with a JWT subject or TLS fingerprint
 //	    // The rest sum the rules' decisions: a request that two rules would deny counts twice.
 //	    "decisions": 2400000,             // the rules' requests
 //	    "would_deny": 1200,               // engine said over (any stage)
@@ -119,12 +120,13 @@ type Counts struct {
 	NATCollateral  int64 `json:"nat_collateral"`
 }
 
-// Totals count requests (Matched, RequestsWouldDeny, RequestsDenied and DenyRate) and sum the
-// rules' decisions (the rest).
+// Totals count requests (Matched, RequestsWouldDeny, RequestsDenied, DenyRate and
+// RequestsWithUser) and sum the rules' decisions (the rest).
 type Totals struct {
 	Matched           int64   `json:"matched"`
 	RequestsWouldDeny int64   `json:"requests_would_deny"`
 	RequestsDenied    int64   `json:"requests_denied"`
+	RequestsWithUser  int64   `json:"requests_with_user"`
 	Decisions         int64   `json:"decisions"`
 	WouldDeny         int64   `json:"would_deny"`
 	Denied            int64   `json:"denied"`
@@ -203,6 +205,7 @@ func (r *Report) Finish() {
 		t.FalsePositives += rl.FalsePositives
 	}
 	t.Matched, t.RequestsWouldDeny, t.RequestsDenied = r.Totals.Matched, r.Totals.RequestsWouldDeny, r.Totals.RequestsDenied
+	t.RequestsWithUser = r.Totals.RequestsWithUser
 	t.FalsePositiveRate = ratio(t.FalsePositives, t.WouldDeny)
 	t.DenyRate = ratio(t.RequestsWouldDeny, r.Requests)
 	r.Totals = t

@@ -28,8 +28,12 @@ func WriteTable(w io.Writer, r *Report) error {
 		t.RequestsWouldDeny, pct(t.DenyRate), t.RequestsDenied)
 	fmt.Fprintf(w, "rule decisions: would deny %d  denied %d  ideal %d  over-admission %d  under-admission %d\n",
 		t.WouldDeny, t.Denied, t.IdealDeny, t.OverAdmission, t.UnderAdmission)
-	fmt.Fprintf(w, "false positives %d (%s of denials): legit %d, shared-NAT collateral %d (>= %d users)\n\n",
+	fmt.Fprintf(w, "false positives %d (%s of denials): legit %d, shared-NAT collateral %d (>= %d users)\n",
 		t.FalsePositives, pct(t.FalsePositiveRate), t.LegitDenials, t.NATCollateral, r.Settings.NATUsers)
+	if r.Requests > 0 && t.RequestsWithUser == 0 {
+		fmt.Fprintln(w, "warning: no request carried a user (JWT subject or TLS fingerprint), so shared-NAT collateral cannot be seen in this log")
+	}
+	fmt.Fprintln(w)
 
 	if len(r.Rules) > 0 {
 		tbl := tablewriter.NewTable(w, tablewriter.WithRowAlignmentConfig(tw.CellAlignment{
