@@ -62,7 +62,8 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	if len(rows) > 0 {
 		fmt.Fprintln(w, "\nTop denied identities")
-		tbl := tablewriter.NewTable(w)
+		tbl := tablewriter.NewTable(w, tablewriter.WithRowAlignmentConfig(tw.CellAlignment{
+			PerColumn: []tw.Align{tw.AlignLeft, tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignLeft}}))
 		tbl.Header("Rule", "Identity", "Denials", "Requests", "Note")
 		if err := tbl.Bulk(rows); err != nil {
 			return fmt.Errorf("report: %w", err)
