@@ -1,17 +1,27 @@
 package policytest
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
-	"cuelang.org/go/cue/errors"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
+
+	"github.com/rlctl/rlctl/finding"
 	"github.com/rlctl/rlctl/policy"
 )
 
-// raw mirrors the test file for decoding.
+// The raw types mirror a test file for decoding. Their json names are also the file's closed
+// schema (see checkFields): a field they do not name is a problem, so a misspelt field such as
+// "headrs" fails the file instead of being ignored by a test that then passes.
 type rawFile struct {
 	Policies string             `json:"policies"`
 	Tests    map[string]rawTest `json:"tests"`
@@ -28,98 +38,233 @@ type rawRequest struct {
 	Path       string            `json:"path"`
 	RemoteAddr string            `json:"remote_addr"`
 	Claims     map[string]string `json:"claims"`
-	Descriptor []policy.Entry    `json:"descriptor"`
+	Descriptor []rawEntry        `json:"descriptor"`
 	Hits       int64             `json:"hits"`
 	Repeat     int               `json:"repeat"`
-	Expect     struct {
-		Decision   string `json:"decision"`
-		Code       string `json:"code"`
-		Rule       string `json:"rule"`
-		Remaining  *int64 `json:"remaining"`
-		RetryAfter any    `json:"retry_after"`
-	} `json:"expect"`
+	Expect     rawExpect         `json:"expect"`
 }
 
-// Load parses one test file. Errors carry the file's positions.
+type rawEntry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+type rawExpect struct {
+	Decision   string `json:"decision"`
+	Code       string `json:"code"`
+	Rule       string `json:"rule"`
+	Remaining  *int64 `json:"remaining"`
+	RetryAfter any    `json:"retry_after"`
+}
+
+// LoadFiles loads the test files at paths. A file that is wrong gives its problems as findings
+// (FileID) and no File, so that the other files still run; the error is a tool error only,
+// such as an unreadable file.
+func LoadFiles(paths []string) ([]*File, []finding.Finding, error) {
+	var files []*File
+	var bad []finding.Finding
+	for _, p := range paths {
+		f, err := Load(p)
+		var probs policy.Problems
+		switch {
+		case errors.As(err, &probs):
+			for _, pr := range probs {
+				msg := pr.Message
+				if pr.Path != "" {
+					msg = pr.Path + ": " + msg
+				}
+				bad = append(bad, finding.Finding{ID: FileID, Severity: finding.Error, Pos: pr.Pos, Message: msg})
+			}
+		case err != nil:
+			return nil, nil, err
+		default:
+			files = append(files, f)
+		}
+	}
+	return files, bad, nil
+}
+
+// Load parses one test file. A file that is wrong gives a policy.Problems error, each problem
+// positioned in the file: a CUE syntax error, a field the format does not have, a value of the
+// wrong type, a bad decision or duration. Any other error is a tool error.
 func Load(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	ctx := cuecontext.New()
-	v := ctx.CompileBytes(data, cue.Filename(path))
+	v := cuecontext.New().CompileBytes(data, cue.Filename(path))
 	if err := v.Err(); err != nil {
-		return nil, fmt.Errorf("%s", errors.Details(err, nil))
+		return nil, cueProblems(err)
 	}
 	if err := v.Validate(cue.Concrete(true)); err != nil {
-		return nil, fmt.Errorf("%s", errors.Details(err, nil))
+		return nil, cueProblems(err)
 	}
+	var probs policy.Problems
+	checkFields(v, reflect.TypeFor[rawFile](), &probs)
 	var raw rawFile
 	if err := v.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("%s: %s", path, errors.Details(err, nil))
+		return nil, append(probs, cueProblems(err)...)
 	}
+	start := policy.Pos{File: path, Line: 1, Col: 1}
 	if raw.Policies == "" {
-		return nil, fmt.Errorf("%s: policies: the policy directory is required", path)
+		probs = append(probs, policy.Problem{Pos: start, Path: "policies", Message: "the policy directory is required"})
+	}
+	tests := v.LookupPath(cue.ParsePath("tests"))
+	if len(raw.Tests) == 0 {
+		probs = append(probs, policy.Problem{Pos: start, Path: "tests", Message: "the file has no tests"})
+	}
+	if len(probs) > 0 {
+		return nil, probs
 	}
 	f := &File{Path: path, Policies: raw.Policies}
 	if !filepath.IsAbs(f.Policies) {
 		f.Policies = filepath.Join(filepath.Dir(path), f.Policies)
 	}
-	iter, err := v.LookupPath(cue.ParsePath("tests")).Fields()
-	if err != nil {
-		return nil, fmt.Errorf("%s: tests: %v", path, err)
-	}
+	// The tests in the order they are written, which the map has lost.
+	iter, _ := tests.Fields()
 	for iter.Next() {
 		name := iter.Selector().Unquoted()
-		rt := raw.Tests[name]
-		t := Test{Name: name, Domain: rt.Domain, Pos: pos(iter.Value())}
-		reqs, err := iter.Value().LookupPath(cue.ParsePath("requests")).List()
-		if err != nil {
-			return nil, fmt.Errorf("%s: test %q: requests: %v", t.Pos, name, err)
-		}
-		var last int64
-		for i := 0; reqs.Next(); i++ {
-			rr := rt.Requests[i]
-			r := Request{Pos: pos(reqs.Value()), Headers: rr.Headers, Path: rr.Path, RemoteAddr: rr.RemoteAddr,
-				Claims: rr.Claims, Descriptor: rr.Descriptor, Hits: rr.Hits, Repeat: max(rr.Repeat, 1)}
-			if r.AtMs, err = durationMs(rr.At); err != nil {
-				return nil, fmt.Errorf("%s: at: %v", r.Pos, err)
-			}
-			if r.AtMs < last {
-				return nil, fmt.Errorf("%s: at %dms is before the previous request's %dms", r.Pos, r.AtMs, last)
-			}
-			last = r.AtMs
-			e := rr.Expect
-			switch e.Decision {
-			case "ok", "over_limit", "unmatched":
-			default:
-				return nil, fmt.Errorf("%s: expect.decision %q: want ok, over_limit or unmatched", r.Pos, e.Decision)
-			}
-			switch e.Code {
-			case "", "ok", "over_limit":
-			default:
-				return nil, fmt.Errorf("%s: expect.code %q: want ok or over_limit", r.Pos, e.Code)
-			}
-			r.Expect = Expect{Decision: e.Decision, Code: e.Code, Rule: e.Rule, Remaining: e.Remaining}
-			if e.RetryAfter != nil {
-				ms, err := durationMs(e.RetryAfter)
-				if err != nil {
-					return nil, fmt.Errorf("%s: expect.retry_after: %v", r.Pos, err)
-				}
-				r.Expect.RetryAfterMs = &ms
-			}
-			if r.Hits < 0 {
-				return nil, fmt.Errorf("%s: hits %d: must not be negative", r.Pos, r.Hits)
-			}
-			t.Requests = append(t.Requests, r)
+		t := Test{Name: name, Domain: raw.Tests[name].Domain, Pos: pos(iter.Value())}
+		t.Requests = loadRequests(iter.Value(), raw.Tests[name].Requests, &probs)
+		if len(raw.Tests[name].Requests) == 0 {
+			probs = append(probs, problem(iter.Value(), "requests", "the test has no requests"))
 		}
 		f.Tests = append(f.Tests, t)
+	}
+	if len(probs) > 0 {
+		return nil, probs
 	}
 	return f, nil
 }
 
-func pos(v cue.Value) policy.Pos {
-	p := v.Pos()
+// loadRequests checks and converts the requests of test v, adding what is wrong to probs.
+func loadRequests(v cue.Value, raws []rawRequest, probs *policy.Problems) []Request {
+	var out []Request
+	reqs, _ := v.LookupPath(cue.ParsePath("requests")).List()
+	var last int64
+	for i := 0; reqs.Next(); i++ {
+		rv, rr := reqs.Value(), raws[i]
+		r := Request{Pos: pos(rv), Headers: rr.Headers, Path: rr.Path, RemoteAddr: rr.RemoteAddr,
+			Claims: rr.Claims, Hits: rr.Hits, Repeat: max(rr.Repeat, 1)}
+		for _, e := range rr.Descriptor {
+			r.Descriptor = append(r.Descriptor, policy.Entry{Key: e.Key, Value: e.Value})
+		}
+		var err error
+		if r.AtMs, err = durationMs(rr.At); err != nil {
+			*probs = append(*probs, problem(rv, "at", "%v", err))
+		} else if r.AtMs < last {
+			*probs = append(*probs, problem(rv, "at", "%dms is before the previous request's %dms", r.AtMs, last))
+		}
+		last = max(last, r.AtMs)
+		if r.Hits < 0 {
+			*probs = append(*probs, problem(rv, "hits", "%d: must not be negative", r.Hits))
+		}
+		e := rr.Expect
+		switch e.Decision {
+		case "ok", "over_limit", "unmatched":
+		default:
+			*probs = append(*probs, problem(rv, "expect.decision", "%q: want ok, over_limit or unmatched", e.Decision))
+		}
+		switch e.Code {
+		case "", "ok", "over_limit":
+		default:
+			*probs = append(*probs, problem(rv, "expect.code", "%q: want ok or over_limit", e.Code))
+		}
+		r.Expect = Expect{Decision: e.Decision, Code: e.Code, Rule: e.Rule, Remaining: e.Remaining}
+		if e.RetryAfter != nil {
+			ms, err := durationMs(e.RetryAfter)
+			if err != nil {
+				*probs = append(*probs, problem(rv, "expect.retry_after", "%v", err))
+			}
+			r.Expect.RetryAfterMs = &ms
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// checkFields reports every field of v that t, the raw type v decodes into, does not name.
+// Values of the wrong kind are left to Decode, which says what it wanted.
+func checkFields(v cue.Value, t reflect.Type, probs *policy.Problems) {
+	switch t.Kind() {
+	case reflect.Pointer:
+		checkFields(v, t.Elem(), probs)
+	case reflect.Slice:
+		if it, err := v.List(); err == nil {
+			for it.Next() {
+				checkFields(it.Value(), t.Elem(), probs)
+			}
+		}
+	case reflect.Map:
+		if it, err := v.Fields(); err == nil {
+			for it.Next() {
+				checkFields(it.Value(), t.Elem(), probs)
+			}
+		}
+	case reflect.Struct:
+		it, err := v.Fields()
+		if err != nil {
+			return
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			fields[name] = t.Field(i).Type
+		}
+		for it.Next() {
+			ft, ok := fields[it.Selector().Unquoted()]
+			if !ok {
+				*probs = append(*probs, policy.Problem{Pos: pos(it.Value()), Path: cuePath(it.Value()),
+					Message: "field not allowed (want " + strings.Join(slices.Sorted(maps.Keys(fields)), ", ") + ")"})
+				continue
+			}
+			checkFields(it.Value(), ft, probs)
+		}
+	}
+}
+
+// cueProblems turns a CUE error into problems, each at its first position.
+func cueProblems(err error) policy.Problems {
+	var probs policy.Problems
+	for _, e := range cueerrors.Errors(err) {
+		format, args := e.Msg()
+		p := policy.Problem{Path: strings.Join(e.Path(), "."), Message: fmt.Sprintf(format, args...)}
+		for i, q := range cueerrors.Positions(e) {
+			if i == 0 {
+				p.Pos = toPos(q)
+			} else {
+				p.Related = append(p.Related, toPos(q))
+			}
+		}
+		probs = append(probs, p)
+	}
+	probs.Sort()
+	return probs
+}
+
+// problem returns a problem with the value at path under v, at that value's position (or v's
+// when it is not written).
+func problem(v cue.Value, path, format string, args ...any) policy.Problem {
+	p := pos(v)
+	if sub := v.LookupPath(cue.ParsePath(path)); sub.Exists() && pos(sub).File != "" {
+		p = pos(sub)
+	}
+	return policy.Problem{Pos: p, Path: cuePath(v) + "." + path, Message: fmt.Sprintf(format, args...)}
+}
+
+// cuePath is v's path as CUE's errors write it: tests."too strict".requests.0.path.
+func cuePath(v cue.Value) string {
+	var parts []string
+	for _, sel := range v.Path().Selectors() {
+		parts = append(parts, sel.String())
+	}
+	return strings.Join(parts, ".")
+}
+
+// pos is where v is written: for a field's value, the field's label.
+func pos(v cue.Value) policy.Pos { return toPos(v.Pos()) }
+
+func toPos(p token.Pos) policy.Pos {
 	if !p.IsValid() {
 		return policy.Pos{}
 	}

@@ -6,7 +6,8 @@
 //
 // # Test files
 //
-// A test file is CUE (any *.cue file in the tests directory):
+// A test file is a CUE file with top-level policies and tests fields (see Discover for how
+// directories are read):
 //
 //	// The policy directory, relative to this file.
 //	policies: ".."
@@ -29,6 +30,11 @@
 // check when a request matches several. remaining and retry_after are checked on the last
 // repetition. Each test starts with an empty store at 2025-01-01T00:00:00Z, aligned to every
 // window.
+//
+// The format is closed: a field it does not name, such as a misspelt "headrs", is a problem
+// rather than ignored, since a test that silently drops an expectation passes. Problems with a
+// file are reported as findings (FileID) at their position, like lint's; failed expectations
+// are findings too (FailID).
 package policytest
 
 import (

@@ -1,8 +1,11 @@
 package policytest
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,22 +15,27 @@ import (
 
 func load(dir string) (*policy.Model, error) { return schema.Load(dir) }
 
-// TestExamplePolicies runs the example repository's own policy tests, so `go test ./...`
-// covers them in CI.
-func TestExamplePolicies(t *testing.T) {
+// loadExamples loads the example repository's own policy tests.
+func loadExamples(t *testing.T) []*File {
+	t.Helper()
 	paths, err := Discover([]string{"../policies/tests"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var files []*File
-	for _, p := range paths {
-		f, err := Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
+	files, bad, err := LoadFiles(paths)
+	if err != nil {
+		t.Fatal(err)
 	}
-	res, err := Run(files, load)
+	for _, f := range bad {
+		t.Error(f)
+	}
+	return files
+}
+
+// TestExamplePolicies runs the example repository's own policy tests, so `go test ./...`
+// covers them in CI.
+func TestExamplePolicies(t *testing.T) {
+	res, err := Run(loadExamples(t), load)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,16 +47,66 @@ func TestExamplePolicies(t *testing.T) {
 	}
 }
 
+// TestExamplePoliciesCoverEveryRule checks that every rule of the example policies is named
+// by a request's expect.rule in policies/tests, which checks that the request matched it.
+func TestExamplePoliciesCoverEveryRule(t *testing.T) {
+	named := map[string]bool{}
+	for _, f := range loadExamples(t) {
+		for _, tt := range f.Tests {
+			for _, r := range tt.Requests {
+				named[r.Expect.Rule] = true
+			}
+		}
+	}
+	m, err := load("../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range m.Domains {
+		for _, r := range d.Rules {
+			if !named[r.Name] {
+				t.Errorf("rule %s/%s: no request in policies/tests expects it (expect: rule: %q)", d.Name, r.Name, r.Name)
+			}
+		}
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
-	tests := []struct{ name, src, want string }{
-		{"syntax", `policies: "."` + "\ntests: {", "expected"},
-		{"no policies", `tests: {}`, "policies: the policy directory is required"},
-		{"bad decision", `policies: "."
-tests: x: requests: [{at: "0s", expect: decision: "maybe"}]`, `expect.decision "maybe"`},
-		{"time goes back", `policies: "."
-tests: x: requests: [{at: "2s", expect: decision: "ok"}, {at: "1s", expect: decision: "ok"}]`, "before the previous request"},
-		{"bad duration", `policies: "."
-tests: x: requests: [{at: "soon", expect: decision: "ok"}]`, `duration "soon"`},
+	tests := []struct {
+		name, src string
+		want      []string // each problem, as "line:col: message"
+	}{
+		{"syntax", `policies: "."` + "\ntests: {", []string{"2:9: expected '}', found 'EOF'"}},
+		{"no policies", `tests: x: requests: [{at: "0s", expect: decision: "ok"}]`,
+			[]string{"1:1: policies: the policy directory is required"}},
+		{"no tests", `policies: "."`, []string{"1:1: tests: the file has no tests"}},
+		{"no requests", `policies: "."` + "\ntests: x: requests: []", []string{"2:11: tests.x.requests: the test has no requests"}},
+		{"unknown fields", `policies: "."
+tests: "x y": {
+	domian: "edge"
+	requests: [{at: "0s", headrs: {a: "b"}, descriptor: [{key: "k", valeu: "v"}], expect: {decision: "ok", remainng: 1}}]
+}
+tset: 1`, []string{
+			`3:2: tests."x y".domian: field not allowed (want domain, requests)`,
+			`4:24: tests."x y".requests.0.headrs: field not allowed (want at, claims, descriptor, expect, headers, hits, path, remote_addr, repeat)`,
+			`4:66: tests."x y".requests.0.descriptor.0.valeu: field not allowed (want key, value)`,
+			`4:105: tests."x y".requests.0.expect.remainng: field not allowed (want code, decision, remaining, retry_after, rule)`,
+			`6:1: tset: field not allowed (want policies, tests)`,
+		}},
+		{"wrong type", `policies: "."
+tests: x: requests: [{at: "0s", hits: "three", expect: decision: "ok"}]`,
+			[]string{`2:39: tests.x.requests.0.hits: cannot use value "three" (type string) as int`}},
+		{"bad values", `policies: "."
+tests: x: requests: [
+	{at: "2s", hits: -1, expect: {decision: "maybe", code: "no", retry_after: "soon"}},
+	{at: "1s", expect: decision: "ok"},
+]`, []string{
+			`3:13: tests.x.requests.0.hits: -1: must not be negative`,
+			`3:32: tests.x.requests.0.expect.decision: "maybe": want ok, over_limit or unmatched`,
+			`3:51: tests.x.requests.0.expect.code: "no": want ok or over_limit`,
+			`3:63: tests.x.requests.0.expect.retry_after: duration "soon": want such as 1.5s or 200ms`,
+			`4:3: tests.x.requests.1.at: 1000ms is before the previous request's 2000ms`,
+		}},
 	}
 	dir := t.TempDir()
 	for _, tt := range tests {
@@ -58,10 +116,78 @@ tests: x: requests: [{at: "soon", expect: decision: "ok"}]`, `duration "soon"`},
 				t.Fatal(err)
 			}
 			_, err := Load(p)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("got error %v, want one containing %q", err, tt.want)
+			var probs policy.Problems
+			if !errors.As(err, &probs) {
+				t.Fatalf("got error %v, want problems", err)
+			}
+			var got []string
+			for _, pr := range probs {
+				if pr.Pos.File != p {
+					t.Errorf("problem %q: got file %q, want %q", pr.Message, pr.Pos.File, p)
+				}
+				msg := pr.Message
+				if pr.Path != "" {
+					msg = pr.Path + ": " + msg
+				}
+				got = append(got, fmt.Sprintf("%d:%d: %s", pr.Pos.Line, pr.Pos.Col, msg))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got problems\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(tt.want, "\n\t"))
 			}
 		})
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const test = `policies: ".."` + "\ntests: {}\n"
+	const pol = "package p\ndomains: {}\n"
+	write("pol/a.cue", pol)
+	write("pol/tests/a_test.cue", test)
+	write("pol/tests/b_test.cue", "policies: \"..\"\ntests: {\n") // a syntax error is reported by Load
+	write("bare/a.cue", pol)
+	write("mixed/a_test.cue", test)
+	write("mixed/helper.cue", "x: 1\n")
+	write("empty/README.md", "")
+	in := func(names ...string) []string {
+		for i, n := range names {
+			names[i] = filepath.Join(dir, n)
+		}
+		return names
+	}
+	tests := []struct {
+		paths []string
+		want  []string
+		err   string
+	}{
+		{in("pol/tests"), in("pol/tests/a_test.cue", "pol/tests/b_test.cue"), ""},
+		{in("pol"), in("pol/tests/a_test.cue", "pol/tests/b_test.cue"), ""},
+		{in("pol/tests/a_test.cue"), in("pol/tests/a_test.cue"), ""},
+		{in("pol/a.cue"), nil, "pol/a.cue is not a test file (it has no top-level policies: or tests: field): a policy's tests go in a directory such as " + dir + "/pol/tests"},
+		{in("bare"), nil, "bare holds no test files (" + dir + "/bare/a.cue has no top-level policies: or tests: field)"},
+		{in("mixed"), nil, "mixed/helper.cue is not a test file (it has no top-level policies: or tests: field), unlike the other .cue files in " + dir + "/mixed"},
+		{in("empty"), nil, "no test files (*.cue) in " + dir + "/empty"},
+		{in("missing"), nil, "no such file or directory"},
+	}
+	for _, tt := range tests {
+		got, err := Discover(tt.paths)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("Discover(%v): got error %v, want one containing %q", tt.paths, err, tt.err)
+		case tt.err == "" && err != nil:
+			t.Errorf("Discover(%v): got error %v", tt.paths, err)
+		case !slices.Equal(got, tt.want):
+			t.Errorf("Discover(%v): got %v, want %v", tt.paths, got, tt.want)
+		}
 	}
 }
 

@@ -8,22 +8,40 @@ import (
 	"sort"
 	"strings"
 
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/parser"
+
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/finding"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate"
 )
 
-// FindingID identifies a failed policy test in finding output.
-const FindingID = "TEST001"
+// The IDs of rlctl test's findings.
+const (
+	// FileID is a test file that cannot run: a CUE syntax error, a field the format does not
+	// have, a value of the wrong type, a bad decision or duration, a domain the policies lack.
+	FileID = "TEST000"
+	// FailID is a test that got a different decision than it expects.
+	FailID = "TEST001"
+)
 
-// Rule describes FindingID for formats that list a tool's rules.
-var Rule = finding.Rule{
-	ID: FindingID, Name: "policy-test-failed", Severity: finding.Error,
-	Summary: "A policy unit test got a different decision than it expects.",
-	Help: "A request in a policy test file got a decision, remaining count or retry-after other than the one " +
-		"its expect block states. Either the policy changed the behaviour (update the test if that was the " +
-		"intent) or the policy is wrong.",
+// Rules describe FileID and FailID, for formats that list a tool's rules.
+var Rules = []finding.Rule{
+	{
+		ID: FileID, Name: "test-file", Severity: finding.Error,
+		Summary: "A policy test file that cannot run: a syntax error, an unknown field or a bad value.",
+		Help: "The test file does not parse, has a field the test format does not have (often a misspelt one, " +
+			"such as headrs for headers, which would otherwise be ignored and let the test pass without checking " +
+			"it), a value of the wrong type, or a bad decision, duration or domain. Fix the file at the position given.",
+	},
+	{
+		ID: FailID, Name: "policy-test-failed", Severity: finding.Error,
+		Summary: "A policy unit test got a different decision than it expects.",
+		Help: "A request in a policy test file got a decision, remaining count or retry-after other than the one " +
+			"its expect block states. Either the policy changed the behaviour (update the test if that was the " +
+			"intent) or the policy is wrong.",
+	},
 }
 
 // Result is the outcome of running test files.
@@ -35,30 +53,99 @@ type Result struct {
 // Loader loads a policy directory (schema.Load in rlctl).
 type Loader func(dir string) (*policy.Model, error)
 
-// Discover lists the test files of paths: each path is a .cue file or a directory whose *.cue
-// files are tests.
+// Discover lists the test files of paths. A path is a test file or a directory of test files
+// (its *.cue files). A directory without test files that has a tests subdirectory is a policy
+// directory, such as policies: its tests are the files in DIR/tests. A .cue file that is not a
+// test file, such as a policy file, is an error that says so.
 func Discover(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
-		st, err := os.Stat(p)
+		fs, err := discover(p, true)
 		if err != nil {
 			return nil, err
 		}
-		if !st.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		m, err := filepath.Glob(filepath.Join(p, "*.cue"))
-		if err != nil {
-			return nil, err
-		}
-		sort.Strings(m)
-		files = append(files, m...)
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("no test files (*.cue) in %s", strings.Join(paths, ", "))
+		files = append(files, fs...)
 	}
 	return files, nil
+}
+
+// discover lists the test files of path; sub says to look in a tests subdirectory when a
+// directory has none of its own.
+func discover(path string, sub bool) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		ok, err := isTestFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, notTestFile(path)
+		}
+		return []string{path}, nil
+	}
+	all, err := filepath.Glob(filepath.Join(path, "*.cue"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(all)
+	var tests, others []string
+	for _, f := range all {
+		ok, err := isTestFile(f)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			tests = append(tests, f)
+		} else {
+			others = append(others, f)
+		}
+	}
+	switch {
+	case len(tests) > 0 && len(others) > 0:
+		return nil, fmt.Errorf("%s is not a test file (it has no top-level policies: or tests: field), "+
+			"unlike the other .cue files in %s", others[0], path)
+	case len(tests) > 0:
+		return tests, nil
+	}
+	dir := filepath.Join(path, "tests")
+	if st, err := os.Stat(dir); sub && err == nil && st.IsDir() {
+		return discover(dir, false)
+	}
+	if len(others) > 0 {
+		return nil, fmt.Errorf("%s holds no test files (%s has no top-level policies: or tests: field): "+
+			"a policy's tests go in a directory such as %s", path, others[0], dir)
+	}
+	return nil, fmt.Errorf("no test files (*.cue) in %s", path)
+}
+
+func notTestFile(path string) error {
+	return fmt.Errorf("%s is not a test file (it has no top-level policies: or tests: field): "+
+		"a policy's tests go in a directory such as %s", path, filepath.Join(filepath.Dir(path), "tests"))
+}
+
+// isTestFile reports whether the CUE file at path is a test file: one with a top-level policies
+// or tests field. A file that does not parse counts as one, so that its syntax error is reported
+// where it is.
+func isTestFile(path string) (bool, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	f, err := parser.ParseFile(path, src)
+	if err != nil {
+		return true, nil
+	}
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.Field); ok {
+			if name, _, _ := ast.LabelName(fd.Label); name == "policies" || name == "tests" {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // Run runs every test of files. Errors are problems with the files or the policies they name;
@@ -95,7 +182,8 @@ func Run(files []*File, load Loader) (*Result, error) {
 func runTest(m *policy.Model, t Test) ([]finding.Finding, error) {
 	d, err := pickDomain(m, t.Domain)
 	if err != nil {
-		return nil, fmt.Errorf("%s: test %q: %w", t.Pos, t.Name, err)
+		return []finding.Finding{{ID: FileID, Severity: finding.Error, Pos: t.Pos,
+			Message: fmt.Sprintf("test %q: %v", t.Name, err)}}, nil
 	}
 	matcher, err := simulate.NewMatcher(d)
 	if err != nil {
@@ -124,7 +212,7 @@ func runTest(m *policy.Model, t Test) ([]finding.Finding, error) {
 				if r.Repeat > 1 {
 					where += fmt.Sprintf(" (repetition %d of %d)", rep, r.Repeat)
 				}
-				out = append(out, finding.Finding{ID: FindingID, Severity: finding.Error, Pos: r.Pos, Domain: d.Name,
+				out = append(out, finding.Finding{ID: FailID, Severity: finding.Error, Pos: r.Pos, Domain: d.Name,
 					Rule: got.rule, Message: fmt.Sprintf("test %q: %s: %s", t.Name, where, msg)})
 				break // later repetitions would repeat the same failure
 			}

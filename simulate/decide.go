@@ -39,11 +39,11 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, sl *keySlot,
 	}
 	dec, err := lh.Take(s.ctx, p.Cost)
 	if err != nil {
-		return false, false, fmt.Errorf("simulate: rule %s/%s: %w", p.Domain, rs.rule.Name, err)
+		return false, false, fmt.Errorf("rule %s/%s: %w", p.Domain, rs.rule.Name, err)
 	}
 	ideal, err := ks.ideal.Take(p.Cost, p.Cost, now)
 	if err != nil {
-		return false, false, fmt.Errorf("simulate: rule %s/%s: ideal: %w", p.Domain, rs.rule.Name, err)
+		return false, false, fmt.Errorf("rule %s/%s: ideal: %w", p.Domain, rs.rule.Name, err)
 	}
 	idealOK := ideal.Granted > 0
 	b := s.bucket()

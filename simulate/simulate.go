@@ -14,6 +14,7 @@ package simulate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -83,7 +84,7 @@ type Simulator struct {
 // New returns a Simulator for cfg.
 func New(cfg Config) (*Simulator, error) {
 	if cfg.Model == nil {
-		return nil, fmt.Errorf("simulate: no policy model")
+		return nil, errors.New("no policy model")
 	}
 	cfg.Gateways = max(cfg.Gateways, 1)
 	if cfg.NATUsers <= 0 {
@@ -118,7 +119,7 @@ func New(cfg Config) (*Simulator, error) {
 		}
 		ds, err := newDomainSim(d)
 		if err != nil {
-			return nil, fmt.Errorf("simulate: %w", err)
+			return nil, err
 		}
 		s.domains = append(s.domains, ds)
 		for _, r := range d.Rules {
@@ -140,7 +141,7 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	s.domainAt = append(s.domainAt, len(s.sources))
 	if cfg.Domain != "" && len(s.domains) == 0 {
-		return nil, fmt.Errorf("simulate: no domain %q in the policies", cfg.Domain)
+		return nil, fmt.Errorf("no domain %q in the policies", cfg.Domain)
 	}
 	s.assign = &assigner{a: cfg.Assign, n: cfg.Gateways, byName: map[string]int{}}
 	if cfg.Assign.Kind != "field" {
@@ -177,7 +178,7 @@ func (s *Simulator) addGatewayErr(name string) (int, error) {
 		lc.SingleGoroutine = true
 		mgr, err := engine.NewLeaseManager(lc)
 		if err != nil {
-			return 0, fmt.Errorf("simulate: rule %s/%s: %w", rs.plan.Domain, rs.rule.Name, err)
+			return 0, fmt.Errorf("rule %s/%s: %w", rs.plan.Domain, rs.rule.Name, err)
 		}
 		rs.gateway = append(rs.gateway, &gatewayRule{mgr: mgr})
 	}
@@ -226,7 +227,7 @@ func (s *Simulator) tick() error {
 		if s.ticks%every == 0 {
 			for _, g := range rs.gateway {
 				if err := g.mgr.Sweep(s.ctx); err != nil {
-					return fmt.Errorf("simulate: sweep: %w", err)
+					return fmt.Errorf("sweep: %w", err)
 				}
 			}
 		}

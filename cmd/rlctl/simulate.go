@@ -3,9 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -53,6 +56,8 @@ fingerprints) were seen.
 
 --fail-if METRIC OP VALUE (repeatable) exits 1 when crossed. OP is one of > >= < <= == !=;
 VALUE may end in %. Metrics: ` + "{{metrics}}" + `.
+Each crossed threshold is also named on stderr, whatever the format and wherever the report
+goes ("rlctl simulate: threshold crossed: false_positive_rate 0.47% > 0.3%").
 
 Output (-o): table (default), json (schema rlctl.simulate/v1), markdown (a pull-request
 comment of at most 65,535 characters) or html (one self-contained page with SVG charts).
@@ -62,152 +67,248 @@ enforcer made (rlctl-enforcer --journal FILE) through the same engine code, fed 
 replies and times the journal recorded, and list every decision that comes out differently
 (file:line, key, rule, recorded and replayed). Each journal's config records name their policy
 by content hash: --policies and every --snapshot FILE (rlctl render --target snapshot) are the
-candidates. -o text (default) or json (schema rlctl.journal-replay/v1). Exit 1 when anything
-differs.
+candidates. -o text (default) or json (schema rlctl.journal-replay/v1), to stdout or --out
+FILE. Exit 1 when anything differs. --snapshot needs --journal, and these flags of log replay
+mean nothing with it and are rejected:
+  ` + "{{log-only}}" + `.
 
 Exit codes: 0 replayed within thresholds (or a journal replayed exactly), 1 a --fail-if
 threshold was crossed (or a journal decision differs), 3 usage or tool error (bad flag,
 unreadable log, journal or policy, more than --max-bad bad lines).`
 
+// simulateFlags are simulate's flags as given.
+type simulateFlags struct {
+	policies, logFormat, assign, latency, legitFile, domain, output, out string
+	logs, fields, failIf, journals, snapshots                            []string
+	gateways, natUsers, top                                              int
+	maxBad                                                               int64
+	seed                                                                 uint64
+}
+
+// logSettings are the log replay's flag values, parsed and checked.
+type logSettings struct {
+	format     accesslog.Format
+	mapping    accesslog.Mapping
+	assign     simulate.Assignment
+	latency    simulate.Latency
+	thresholds []simulate.Threshold
+}
+
+// Flags that mean something in one mode only. Giving one in the other mode is a usage error: a
+// --fail-if that silently never fails a journal replay would pass CI by mistake.
+var (
+	logOnlyFlags = []string{"log-format", "field", "gateways", "assign", "store-latency", "seed",
+		"nat-users", "legit", "domain", "top", "fail-if", "max-bad"}
+	journalOnlyFlags = []string{"snapshot"}
+)
+
 func newSimulateCmd() *cobra.Command {
-	var (
-		policies, logFormat, assign, latency, legitFile, domain, output, out string
-		logs, fields, failIf, journals, snapshots                            []string
-		gateways, natUsers, top                                              int
-		maxBad                                                               int64
-		seed                                                                 uint64
-	)
+	var sf simulateFlags
 	cmd := &cobra.Command{
 		Use:   "simulate (--log FILE | --journal FILE) [flags]",
 		Short: "Replay access logs through the engine and estimate false positives",
-		Long:  strings.Replace(simulateLong, "{{metrics}}", strings.Join(simulate.MetricNames(), ", "), 1),
-		Args:  cobra.NoArgs,
+		Long: strings.NewReplacer(
+			"{{metrics}}", strings.Join(simulate.MetricNames(), ", "),
+			"{{log-only}}", "--"+strings.Join(logOnlyFlags, ", --"),
+		).Replace(simulateLong),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(journals) > 0 {
-				if len(logs) > 0 {
-					return usageErrorf("simulate: --journal and --log replay different things: give one")
+			switch {
+			case len(sf.journals) > 0 && len(sf.logs) > 0:
+				return usageErrorf("simulate: --journal and --log replay different things: give one")
+			case len(sf.journals) == 0 && len(sf.logs) == 0:
+				return usageErrorf("simulate: no --log or --journal given")
+			}
+			// Values are checked whichever the mode, so a typo is never hidden by the mode.
+			ls, err := sf.parseLogSettings()
+			if err != nil {
+				return err
+			}
+			if len(sf.journals) > 0 {
+				if err := onlyIn(cmd, logOnlyFlags, "--log"); err != nil {
+					return err
 				}
-				return replayJournals(cmd, journals, policies, cmd.Flags().Changed("policies"), snapshots, output)
+				return replayJournals(cmd, sf)
 			}
-			if len(logs) == 0 {
-				return usageErrorf("simulate: no --log given")
+			if err := onlyIn(cmd, journalOnlyFlags, "--journal"); err != nil {
+				return err
 			}
-			if !validOutput(output) {
-				return usageErrorf("simulate: -o %q: want table, json, markdown or html", output)
-			}
-			format, err := accesslog.ParseFormat(logFormat)
-			if err != nil {
-				return usageErrorf("simulate: %w", err)
-			}
-			mapping, err := accesslog.ParseMapping(fields)
-			if err != nil {
-				return usageErrorf("simulate: %w", err)
-			}
-			as, err := simulate.ParseAssignment(assign)
-			if err != nil {
-				return usageErrorf("simulate: %w", err)
-			}
-			lat, err := simulate.ParseLatency(latency, seed)
-			if err != nil {
-				return usageErrorf("simulate: %w", err)
-			}
-			var ths []simulate.Threshold
-			for _, f := range failIf {
-				for _, e := range strings.Split(f, ",") {
-					th, err := simulate.ParseThreshold(e)
-					if err != nil {
-						return usageErrorf("simulate: %w", err)
-					}
-					ths = append(ths, th)
-				}
-			}
-			if gateways < 1 {
-				return usageErrorf("simulate: --gateways %d: want at least 1", gateways)
-			}
-			var legit []string
-			if legitFile != "" {
-				if legit, err = readLegit(legitFile); err != nil {
-					return usageErrorf("simulate: %w", err)
-				}
-			}
-			model, err := schema.Load(policies)
-			if err != nil {
-				return usageErrorf("simulate: loading %s: %w", policies, err)
-			}
-			inputs, total, closeAll, err := openLogs(logs, cmd.InOrStdin())
-			if err != nil {
-				return usageErrorf("simulate: %w", err)
-			}
-			defer closeAll()
-			defer debug.SetGCPercent(debug.SetGCPercent(simulate.GCPercent))
-			stop := startProgress(cmd.ErrOrStderr(), inputs, total)
-			r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
-				Sim: simulate.Config{Model: model, Domain: domain, Gateways: gateways, Assign: as, Latency: lat,
-					NATUsers: natUsers, Legit: legit, TopN: top},
-				Log:    accesslog.Options{Format: format, Mapping: mapping},
-				MaxBad: maxBad,
-			}, inputs)
-			stop()
-			if err != nil {
-				return usageErrorf("simulate: %w", err)
-			}
-			r.Policies = policies
-			simulate.Evaluate(r, ths)
-			if out != "" && out != "-" {
-				err = atomicfile.Write(out, func(w io.Writer) error { return report.Write(w, r, output) })
-				if err != nil {
-					return usageErrorf("simulate: --out %w", err)
-				}
-			} else if err := report.Write(cmd.OutOrStdout(), r, output); err != nil {
-				return usageErrorf("simulate: %w", err)
-			}
-			if r.Failed {
-				return findings()
-			}
-			return nil
+			return replayLogs(cmd, sf, ls)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&policies, "policies", "policies", "policy directory")
-	f.StringArrayVar(&logs, "log", nil, `access log to replay (repeatable; "-" is stdin; gzip is detected)`)
-	f.StringVar(&logFormat, "log-format", "", "envoy-json, envoy-text, jsonl or csv (default: detected)")
-	f.StringArrayVar(&fields, "field", nil, "map a log key onto a field or header: NAME=KEY (repeatable)")
-	f.IntVar(&gateways, "gateways", 4, "virtual gateways, each with its own lease manager")
-	f.StringVar(&assign, "assign", "round-robin", "gateway assignment: round-robin, hash:FIELD or field:FIELD")
-	f.StringVar(&latency, "store-latency", "1ms", "store reply latency: a duration or uniform:LO-HI")
-	f.Uint64Var(&seed, "seed", 1, "seed for latency draws")
-	f.IntVar(&natUsers, "nat-users", 20, "users behind one address or subnet that make its denials shared-NAT collateral")
-	f.StringVar(&legitFile, "legit", "", "file of legitimate descriptor values, one per line")
-	f.StringVar(&domain, "domain", "", "replay only this domain")
-	f.IntVar(&top, "top", 10, "denied identities to list per rule")
-	f.StringVarP(&output, "output", "o", "table", "output format: table, json, markdown or html")
-	f.StringVar(&out, "out", "", "write the report to this file instead of stdout")
-	f.StringArrayVar(&failIf, "fail-if", nil, "exit 1 when METRIC OP VALUE holds, e.g. 'false_positive_rate>0.5%'")
-	f.Int64Var(&maxBad, "max-bad", 100, "bad lines tolerated before the run fails (-1: no limit)")
-	f.StringArrayVar(&journals, "journal", nil, "replay an enforcer's decision journal instead of logs (repeatable)")
-	f.StringArrayVar(&snapshots, "snapshot", nil, "with --journal: a policy snapshot the journals may name (repeatable)")
+	f.StringVar(&sf.policies, "policies", "policies", "policy directory")
+	f.StringArrayVar(&sf.logs, "log", nil, `access log to replay (repeatable; "-" is stdin; gzip is detected)`)
+	f.StringVar(&sf.logFormat, "log-format", "", "envoy-json, envoy-text, jsonl or csv (default: detected)")
+	f.StringArrayVar(&sf.fields, "field", nil, "map a log key onto a field or header: NAME=KEY (repeatable)")
+	f.IntVar(&sf.gateways, "gateways", 4, "virtual gateways, each with its own lease manager")
+	f.StringVar(&sf.assign, "assign", "round-robin", "gateway assignment: round-robin, hash:FIELD or field:FIELD")
+	f.StringVar(&sf.latency, "store-latency", "1ms", "store reply latency: a duration or uniform:LO-HI")
+	f.Uint64Var(&sf.seed, "seed", 1, "seed for latency draws")
+	f.IntVar(&sf.natUsers, "nat-users", 20, "users behind one address or subnet that make its denials shared-NAT collateral")
+	f.StringVar(&sf.legitFile, "legit", "", "file of legitimate descriptor values, one per line")
+	f.StringVar(&sf.domain, "domain", "", "replay only this domain")
+	f.IntVar(&sf.top, "top", 10, "denied identities to list per rule")
+	f.StringVarP(&sf.output, "output", "o", "table", "output format: table, json, markdown or html (text or json with --journal)")
+	f.StringVar(&sf.out, "out", "", "write the report to this file instead of stdout")
+	f.StringArrayVar(&sf.failIf, "fail-if", nil, "exit 1 when METRIC OP VALUE holds, e.g. 'false_positive_rate>0.5%'")
+	f.Int64Var(&sf.maxBad, "max-bad", 100, "bad lines tolerated before the run fails (-1: no limit)")
+	f.StringArrayVar(&sf.journals, "journal", nil, "replay an enforcer's decision journal instead of logs (repeatable)")
+	f.StringArrayVar(&sf.snapshots, "snapshot", nil, "with --journal: a policy snapshot the journals may name (repeatable)")
 	return cmd
+}
+
+// parseLogSettings parses the log replay's flag values; errors are usage errors.
+func (sf *simulateFlags) parseLogSettings() (logSettings, error) {
+	var ls logSettings
+	var err error
+	if ls.format, err = accesslog.ParseFormat(sf.logFormat); err != nil {
+		return ls, usageErrorf("simulate: %w", err)
+	}
+	if ls.mapping, err = accesslog.ParseMapping(sf.fields); err != nil {
+		return ls, usageErrorf("simulate: %w", err)
+	}
+	if ls.assign, err = simulate.ParseAssignment(sf.assign); err != nil {
+		return ls, usageErrorf("simulate: %w", err)
+	}
+	if ls.latency, err = simulate.ParseLatency(sf.latency, sf.seed); err != nil {
+		return ls, usageErrorf("simulate: %w", err)
+	}
+	for _, f := range sf.failIf {
+		for _, e := range strings.Split(f, ",") {
+			th, err := simulate.ParseThreshold(e)
+			if err != nil {
+				return ls, usageErrorf("simulate: %w", err)
+			}
+			ls.thresholds = append(ls.thresholds, th)
+		}
+	}
+	if sf.gateways < 1 {
+		return ls, usageErrorf("simulate: --gateways %d: want at least 1", sf.gateways)
+	}
+	return ls, nil
+}
+
+// onlyIn rejects any of names that was given: they apply only to mode's replay.
+func onlyIn(cmd *cobra.Command, names []string, mode string) error {
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			return usageErrorf("simulate: --%s applies to %s replay only", n, mode)
+		}
+	}
+	return nil
+}
+
+// replayLogs runs simulate's access log mode.
+func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
+	if !validOutput(sf.output) {
+		return usageErrorf("simulate: -o %q: want table, json, markdown or html", sf.output)
+	}
+	var legit []string
+	if sf.legitFile != "" {
+		var err error
+		if legit, err = readLegit(sf.legitFile); err != nil {
+			return usageErrorf("simulate: %w", err)
+		}
+	}
+	model, err := schema.Load(sf.policies)
+	if err != nil {
+		return usageErrorf("simulate: loading %s: %w", sf.policies, err)
+	}
+	if sf.domain != "" && model.Domain(sf.domain) == nil {
+		return usageErrorf("simulate: --domain %q: no such domain in %s (have %s)", sf.domain, sf.policies, domainNames(model))
+	}
+	inputs, total, closeAll, err := openLogs(sf.logs, cmd.InOrStdin())
+	if err != nil {
+		return usageErrorf("simulate: %w", err)
+	}
+	defer closeAll()
+	defer debug.SetGCPercent(debug.SetGCPercent(simulate.GCPercent))
+	stop := startProgress(cmd.ErrOrStderr(), inputs, total)
+	r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
+		Sim: simulate.Config{Model: model, Domain: sf.domain, Gateways: sf.gateways, Assign: ls.assign,
+			Latency: ls.latency, NATUsers: sf.natUsers, Legit: legit, TopN: sf.top},
+		Log:    accesslog.Options{Format: ls.format, Mapping: ls.mapping},
+		MaxBad: sf.maxBad,
+	}, inputs)
+	stop()
+	if err != nil {
+		return usageErrorf("simulate: %w", err)
+	}
+	r.Policies = sf.policies
+	simulate.Evaluate(r, ls.thresholds)
+	if err := writeReport(cmd, sf.out, func(w io.Writer) error { return report.Write(w, r, sf.output) }); err != nil {
+		return err
+	}
+	// The report may be in a file or in a format nobody reads in a CI log: say on stderr why
+	// the run fails.
+	for i, th := range r.Thresholds {
+		if th.Crossed {
+			fmt.Fprintf(cmd.ErrOrStderr(), "rlctl simulate: threshold crossed: %s\n", describeCrossed(ls.thresholds[i], th.Value))
+		}
+	}
+	if r.Failed {
+		return findings()
+	}
+	return nil
+}
+
+// describeCrossed says what a crossed threshold measured, as "metric VALUE OP LIMIT", with the
+// limit as written and the value in percent when the limit is.
+func describeCrossed(th simulate.Threshold, value float64) string {
+	limit := strings.TrimPrefix(strings.ReplaceAll(th.Expr, " ", ""), th.Metric+th.Op)
+	unit := ""
+	if strings.HasSuffix(limit, "%") {
+		value, unit = value*100, "%"
+	}
+	v := strconv.FormatFloat(value, 'f', -1, 64)
+	if value != math.Trunc(value) {
+		v = strconv.FormatFloat(value, 'g', 4, 64)
+	}
+	return fmt.Sprintf("%s %s%s %s %s", th.Metric, v, unit, th.Op, limit)
+}
+
+func domainNames(m *policy.Model) string {
+	names := make([]string, len(m.Domains))
+	for i, d := range m.Domains {
+		names[i] = d.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// writeReport writes a report to --out FILE (atomically), or to stdout when out is "" or "-".
+func writeReport(cmd *cobra.Command, out string, write func(io.Writer) error) error {
+	if out != "" && out != "-" {
+		if err := atomicfile.Write(out, write); err != nil {
+			return usageErrorf("simulate: --out %w", err)
+		}
+		return nil
+	}
+	if err := write(cmd.OutOrStdout()); err != nil {
+		return usageErrorf("simulate: %w", err)
+	}
+	return nil
 }
 
 // replayJournals runs simulate's journal mode. The models are --policies (unless only
 // snapshots were given) and every --snapshot.
-func replayJournals(cmd *cobra.Command, paths []string, policies string, policiesSet bool, snapshots []string, output string) error {
-	format := output
+func replayJournals(cmd *cobra.Command, sf simulateFlags) error {
+	format := sf.output
 	if format == "table" {
 		format = "text"
 	}
 	if format != "text" && format != "json" {
-		return usageErrorf("simulate: -o %q: want text or json with --journal", output)
+		return usageErrorf("simulate: -o %q: want text or json with --journal", sf.output)
 	}
 	var models []*policy.Model
-	if policiesSet || len(snapshots) == 0 {
-		m, err := schema.Load(policies)
+	if cmd.Flags().Changed("policies") || len(sf.snapshots) == 0 {
+		m, err := schema.Load(sf.policies)
 		if err != nil {
-			return usageErrorf("simulate: loading %s: %w", policies, err)
+			return usageErrorf("simulate: loading %s: %w", sf.policies, err)
 		}
 		models = append(models, m)
 	}
-	for _, p := range snapshots {
+	for _, p := range sf.snapshots {
 		m, err := readSnapshotFile(p)
 		if err != nil {
 			return usageErrorf("simulate: --snapshot %s: %w", p, err)
@@ -215,7 +316,7 @@ func replayJournals(cmd *cobra.Command, paths []string, policies string, policie
 		models = append(models, m)
 	}
 	var inputs []journal.Input
-	for _, p := range paths {
+	for _, p := range sf.journals {
 		f, err := os.Open(p)
 		if err != nil {
 			return usageErrorf("simulate: %w", err)
@@ -227,8 +328,8 @@ func replayJournals(cmd *cobra.Command, paths []string, policies string, policie
 	if err != nil {
 		return usageErrorf("simulate: %w", err)
 	}
-	if err := journal.WriteReport(cmd.OutOrStdout(), r, format); err != nil {
-		return usageErrorf("simulate: %w", err)
+	if err := writeReport(cmd, sf.out, func(w io.Writer) error { return journal.WriteReport(w, r, format) }); err != nil {
+		return err
 	}
 	if len(r.Mismatches) > 0 {
 		return findings()

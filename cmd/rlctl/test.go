@@ -13,19 +13,30 @@ import (
 
 const testLong = `Run unit tests for rate-limit policies.
 
-Each test file (every *.cue file in the given directories, default policies/tests) names a
-policy directory and, per test, a sequence of requests with the decision each should get: the
-engine's verdict (ok, over_limit, unmatched), optionally the answer after the rule's stage, the
-remaining tokens and the retry-after. Requests are HTTP fields (headers, path, remote_addr, JWT
-claims) or an explicit descriptor, at time offsets, with a cost (hits) and a repeat count.
-They run through the same descriptor construction and engine as simulate, on a fresh in-memory
-store per test. See the policytest package documentation for the file format.
+Each test file names a policy directory and, per test, a sequence of requests with the
+decision each should get: the engine's verdict (ok, over_limit, unmatched), optionally the
+answer after the rule's stage, the remaining tokens and the retry-after. Requests are HTTP
+fields (headers, path, remote_addr, JWT claims) or an explicit descriptor, at time offsets,
+with a cost (hits) and a repeat count. They run through the same descriptor construction and
+engine as simulate, on a fresh in-memory store per test. See the policytest package
+documentation for the file format.
 
-Failed expectations are reported like lint findings, at the request's file:line:col, in the
-chosen output format; a summary goes to stderr.
+A test file is a .cue file with a top-level policies: or tests: field. Each DIR is a directory
+of test files (its *.cue files); a policy directory, one without test files but with a tests
+subdirectory, stands for that subdirectory, so "rlctl test policies" runs policies/tests. The
+default is policies/tests. Naming a .cue file that is not a test file (a policy file, say) is
+an error that says so.
 
-Exit codes: 0 all tests passed, 1 a test failed, 3 usage or tool error (a bad test file, a
-policy that does not load).`
+The format is closed: a field it does not have (a misspelt one such as headrs) is an error,
+not ignored. Problems with a test file (a CUE syntax error, an unknown field, a wrong type, a
+bad value) are findings (TEST000) at the file's line and column, like lint's RL000; failed
+expectations are findings (TEST001) at the request's position. They are written in the chosen
+output format (text, json, github annotations or sarif), to stdout or --out FILE; a summary
+goes to stderr.
+
+Exit codes: 0 all tests passed, 1 a test failed or a test file is wrong, 3 usage or tool error
+(a bad flag, a path that does not exist or holds no test files, a policy that does not load, an
+unwritable --out).`
 
 func newTestCmd() *cobra.Command {
 	var output, out, policies string
@@ -45,32 +56,35 @@ func newTestCmd() *cobra.Command {
 			if err != nil {
 				return usageErrorf("test: %w", err)
 			}
-			var files []*policytest.File
-			for _, p := range paths {
-				f, err := policytest.Load(p)
-				if err != nil {
-					return usageErrorf("test: %w", err)
-				}
-				if policies != "" {
+			files, bad, err := policytest.LoadFiles(paths)
+			if err != nil {
+				return usageErrorf("test: %w", err)
+			}
+			if policies != "" {
+				for _, f := range files {
 					f.Policies = policies
 				}
-				files = append(files, f)
 			}
 			res, err := policytest.Run(files, func(dir string) (*policy.Model, error) { return schema.Load(dir) })
 			if err != nil {
 				return usageErrorf("test: %w", err)
 			}
-			finding.Sort(res.Findings)
-			rep := &finding.Report{Findings: res.Findings, Rules: []finding.Rule{policytest.Rule}}
+			fs := append(bad, res.Findings...)
+			finding.Sort(fs)
+			rep := &finding.Report{Findings: fs, Rules: policytest.Rules}
 			if out != "" {
 				if err := finding.WriteFile(out, format, rep); err != nil {
-					return usageErrorf("test: %w", err)
+					return usageErrorf("test: --out %w", err)
 				}
 			} else if err := format.Write(cmd.OutOrStdout(), rep); err != nil {
 				return usageErrorf("test: %w", err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "policy tests: %d passed, %d failed\n", res.Passed, res.Failed)
-			if res.Failed > 0 {
+			sum := fmt.Sprintf("policy tests: %d passed, %d failed", res.Passed, res.Failed)
+			if len(bad) > 0 {
+				sum += fmt.Sprintf("; %s in test files", plural(len(bad), "error"))
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), sum)
+			if res.Failed > 0 || len(bad) > 0 {
 				return findings()
 			}
 			return nil
@@ -81,4 +95,11 @@ func newTestCmd() *cobra.Command {
 	f.StringVar(&out, "out", "", "write the findings to this file instead of stdout")
 	f.StringVar(&policies, "policies", "", "test this policy directory instead of the one each test file names")
 	return cmd
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

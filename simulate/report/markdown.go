@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -15,43 +14,124 @@ const MaxMarkdown = 65535
 const maxMarkdownRules = 100
 
 // WriteMarkdown writes r as a pull-request comment: the summary and the rules table in the open,
-// per-rule details folded in <details>. When the whole would exceed MaxMarkdown, details are
-// dropped from the least-denying rules first, and the comment says how many were left out.
+// per-rule details folded in <details>. When the whole would exceed MaxMarkdown, every rule
+// shows the same number of denied identities, the most that fit; if the details do not fit even
+// without identities, those that fit are kept, most-denying rules first, and the comment says
+// how many rules' details were left out. Bad line samples that cannot fit are left out too.
 func WriteMarkdown(w io.Writer, r *Report) error {
 	head := markdownHead(r)
-	details := make([]string, 0, len(r.Rules))
-	for _, rl := range r.Rules {
-		details = append(details, markdownRule(rl))
+	if len(head) > MaxMarkdown-noteRoom {
+		// Only a pathological report gets here (thousands of thresholds, say): cut it at a line.
+		head = head[:MaxMarkdown-noteRoom]
+		head = head[:strings.LastIndexByte(head, '\n')+1] + "\n_Report truncated to fit a comment._\n"
+		_, err := io.WriteString(w, head)
+		return err
 	}
 	tail := markdownTail(r)
-	// Keep the most details that fit, leaving room for the note that some were left out.
-	const noteRoom = 200
-	size := len(head) + len(tail)
-	n := 0
-	for n < len(details) && size+len(details[n]) <= MaxMarkdown-noteRoom {
-		size += len(details[n])
-		n++
+	if len(head)+len(tail) > MaxMarkdown-noteRoom {
+		tail = fmt.Sprintf("\n_%d bad lines skipped; see the JSON or HTML report._\n", r.BadLines)
 	}
-	if n == len(details) || size <= MaxMarkdown-noteRoom {
-		var b bytes.Buffer
-		b.WriteString(head)
-		for _, d := range details[:n] {
-			b.WriteString(d)
-		}
-		if n < len(details) {
-			fmt.Fprintf(&b, "\n_Details of %d more rules left out to fit a comment; see the JSON or HTML report._\n", len(details)-n)
-		}
-		b.WriteString(tail)
-		if b.Len() <= MaxMarkdown {
-			_, err := w.Write(b.Bytes())
-			return err
+	var rules []ruleDetails
+	for _, rl := range r.Rules {
+		if d := markdownRule(rl); d.head != "" {
+			rules = append(rules, d)
 		}
 	}
-	// Even the head is too long: cut it at a line boundary.
-	s := head[:MaxMarkdown-100]
-	s = s[:strings.LastIndexByte(s, '\n')+1] + "\n_Report truncated to fit a comment._\n"
-	_, err := io.WriteString(w, s)
+	keep := fitDetails(rules, MaxMarkdown-noteRoom-len(head)-len(tail))
+	var b strings.Builder
+	b.WriteString(head)
+	left := 0
+	for i, d := range rules {
+		if keep[i] < 0 {
+			left++
+			continue
+		}
+		b.WriteString(d.render(keep[i]))
+	}
+	if left > 0 {
+		fmt.Fprintf(&b, "\n_Details of %d more rules left out to fit a comment; see the JSON or HTML report._\n", left)
+	}
+	b.WriteString(tail)
+	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// noteRoom is room kept for a note that something was left out.
+const noteRoom = 200
+
+// ruleDetails is one rule's folded details, in parts, so that its identities can be cut.
+type ruleDetails struct {
+	head string   // the summary and the rule's figures
+	rows []string // the denied identities' table rows, most denials first
+}
+
+func (d ruleDetails) size(rows int) int {
+	n := len(d.head) + len(detailsEnd)
+	if rows > 0 {
+		n += len(identitiesHeader)
+	}
+	for _, row := range d.rows[:rows] {
+		n += len(row)
+	}
+	if rows < len(d.rows) {
+		n += len(identitiesLeftOut(len(d.rows) - rows))
+	}
+	return n
+}
+
+// render writes the details with the first rows identities.
+func (d ruleDetails) render(rows int) string {
+	var b strings.Builder
+	b.WriteString(d.head)
+	if rows > 0 {
+		b.WriteString(identitiesHeader)
+		for _, row := range d.rows[:rows] {
+			b.WriteString(row)
+		}
+	}
+	if rows < len(d.rows) {
+		b.WriteString(identitiesLeftOut(len(d.rows) - rows))
+	}
+	b.WriteString(detailsEnd)
+	return b.String()
+}
+
+const (
+	identitiesHeader = "| Identity | Denials | Requests | Note |\n|---|---:|---:|---|\n"
+	detailsEnd       = "\n</details>\n"
+)
+
+func identitiesLeftOut(n int) string {
+	return fmt.Sprintf("\n_%d more denied identities left out to fit a comment._\n", n)
+}
+
+// fitDetails chooses how many identity rows of each rule to show within budget bytes: the same
+// number for every rule, the most that fits. When the details do not fit even without rows, it
+// keeps those that fit, in order, and marks the others -1.
+func fitDetails(rules []ruleDetails, budget int) []int {
+	most := 0
+	for _, d := range rules {
+		most = max(most, len(d.rows))
+	}
+	keep := make([]int, len(rules))
+	for k := most; k >= 0; k-- {
+		total := 0
+		for i, d := range rules {
+			keep[i] = min(k, len(d.rows))
+			total += d.size(keep[i])
+		}
+		if total <= budget {
+			return keep
+		}
+	}
+	for i, d := range rules {
+		if n := d.size(0); n <= budget {
+			budget -= n
+		} else {
+			keep[i] = -1
+		}
+	}
+	return keep
 }
 
 func markdownHead(r *Report) string {
@@ -63,21 +143,34 @@ func markdownHead(r *Report) string {
 	}
 	fmt.Fprintf(&b, "### rlctl simulate: %s\n\n", status)
 	fmt.Fprintf(&b, "Replayed **%d** requests (%d bad lines skipped) from %s through `%s` on %d virtual gateways (%s, store latency %s).\n\n",
-		r.Requests, r.BadLines, mdCode(strings.Join(r.Logs, ", ")), r.Policies, r.Settings.Gateways, r.Settings.Assignment, r.Settings.StoreLatency)
-	b.WriteString("| Metric | Value |\n|---|---:|\n")
-	fmt.Fprintf(&b, "| Would deny | %d (%s of requests) |\n", t.WouldDeny, pct(t.DenyRate))
+		r.Requests, r.BadLines, mdCode(strings.Join(r.Logs, ", ")), mdEscape(r.Policies), r.Settings.Gateways, r.Settings.Assignment, r.Settings.StoreLatency)
+	if r.AssignMissing > 0 {
+		fmt.Fprintf(&b, "> ⚠️ %d records (%s) lack the field of `--assign %s`; %s.\n\n", r.AssignMissing,
+			pct(ratio(r.AssignMissing, r.Requests)), mdEscape(r.Settings.Assignment), missingGoes(r.Settings.Assignment))
+	}
+	if r.Reordered > 0 {
+		fmt.Fprintf(&b, "> ⚠️ %d records were logged before an earlier one of their log; they were replayed at the later time.\n\n", r.Reordered)
+	}
+	b.WriteString("| Requests (each counted once) | Count |\n|---|---:|\n")
+	fmt.Fprintf(&b, "| Requests would be denied (by any rule) | %d (%s of requests) |\n", t.RequestsWouldDeny, pct(t.DenyRate))
+	fmt.Fprintf(&b, "| Requests rejected at their stage | %d |\n", t.RequestsDenied)
+	b.WriteString("\n| Rule decisions, summed over rules (a request two rules deny counts twice) | Count |\n|---|---:|\n")
+	fmt.Fprintf(&b, "| Would deny | %d |\n", t.WouldDeny)
 	fmt.Fprintf(&b, "| Denied given stages | %d |\n", t.Denied)
 	fmt.Fprintf(&b, "| Ideal single bucket would deny | %d |\n", t.IdealDeny)
 	fmt.Fprintf(&b, "| Over-admission / under-admission | %d / %d |\n", t.OverAdmission, t.UnderAdmission)
-	fmt.Fprintf(&b, "| **False positives** | **%d** (%s of denials) |\n", t.FalsePositives, pct(t.FalsePositiveRate))
+	fmt.Fprintf(&b, "| **False positives** | **%d** (%s of would-deny) |\n", t.FalsePositives, pct(t.FalsePositiveRate))
 	fmt.Fprintf(&b, "| &nbsp;&nbsp;legitimate identities | %d |\n", t.LegitDenials)
 	fmt.Fprintf(&b, "| &nbsp;&nbsp;shared-NAT collateral (≥ %d users) | %d |\n", r.Settings.NATUsers, t.NATCollateral)
-	for _, th := range r.Thresholds {
-		mark := "✅"
-		if th.Crossed {
-			mark = "❌"
+	if len(r.Thresholds) > 0 {
+		b.WriteString("\n| Threshold (`--fail-if`) | Value |\n|---|---:|\n")
+		for _, th := range r.Thresholds {
+			mark := "✅"
+			if th.Crossed {
+				mark = "❌"
+			}
+			fmt.Fprintf(&b, "| %s `%s` | %.4g |\n", mark, mdEscape(th.Expr), th.Value)
 		}
-		fmt.Fprintf(&b, "| %s `%s` | %.4g |\n", mark, mdEscape(th.Expr), th.Value)
 	}
 	if len(r.Rules) > 0 {
 		b.WriteString("\n| Rule | Stage | Requests | Would deny | Ideal | Over | Under | Stranded max | False pos |\n")
@@ -95,9 +188,10 @@ func markdownHead(r *Report) string {
 	return b.String()
 }
 
-func markdownRule(rl *Rule) string {
+// markdownRule returns rl's details, or none when it denied nothing.
+func markdownRule(rl *Rule) ruleDetails {
 	if len(rl.TopDenied) == 0 && rl.WouldDeny == 0 {
-		return ""
+		return ruleDetails{}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "<details><summary><code>%s/%s</code>: %d would-deny, %d false positives</summary>\n\n",
@@ -107,14 +201,11 @@ func markdownRule(rl *Rule) string {
 		fmt.Fprintf(&b, ", defined at `%s`", mdEscape(rl.Pos))
 	}
 	fmt.Fprintf(&b, ". Lease max %d, store calls %d, stranded tokens max %d.\n\n", rl.LeaseMax, rl.StoreCalls, rl.StrandedMax)
-	if len(rl.TopDenied) > 0 {
-		b.WriteString("| Identity | Denials | Requests | Note |\n|---|---:|---:|---|\n")
-		for _, id := range rl.TopDenied {
-			fmt.Fprintf(&b, "| `%s` | %d | %d | %s |\n", mdEscape(id.Value), id.Denials, id.Requests, note(id))
-		}
+	d := ruleDetails{head: b.String()}
+	for _, id := range rl.TopDenied {
+		d.rows = append(d.rows, fmt.Sprintf("| `%s` | %d | %d | %s |\n", mdEscape(id.Value), id.Denials, id.Requests, note(id)))
 	}
-	b.WriteString("\n</details>\n")
-	return b.String()
+	return d
 }
 
 func markdownTail(r *Report) string {

@@ -123,9 +123,10 @@ func TestTable(t *testing.T) {
 }
 
 func TestNiceCeil(t *testing.T) {
-	for _, tt := range []struct{ in, want int64 }{{0, 1}, {1, 1}, {3, 5}, {7, 10}, {11, 20}, {250, 500}, {1001, 2000}} {
+	for _, tt := range []struct{ in, want float64 }{{0, 1}, {1, 1}, {3, 5}, {7, 10}, {11, 20}, {250, 500}, {1000, 1000},
+		{1001, 2000}, {0.3, 0.5}, {0.04, 0.05}, {0.1, 0.1}} {
 		if got := niceCeil(tt.in); got != tt.want {
-			t.Errorf("niceCeil(%d): got %d, want %d", tt.in, got, tt.want)
+			t.Errorf("niceCeil(%g): got %g, want %g", tt.in, got, tt.want)
 		}
 	}
 }

@@ -1,0 +1,164 @@
+package report
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestBucketSpans(t *testing.T) {
+	for i, tt := range []struct {
+		endMs int64
+		n     int
+		want  []int64
+	}{
+		{endMs: 2999, n: 3, want: []int64{1000, 1000, 1000}},
+		{endMs: 2099, n: 3, want: []int64{1000, 1000, 100}},
+		{endMs: 2000, n: 3, want: []int64{1000, 1000, 1}},
+		{endMs: 156, n: 1, want: []int64{157}},
+		{endMs: 60000, n: 3, want: []int64{1000, 1000, 1000}}, // the log ends after the series
+		{endMs: 0, n: 0, want: []int64{}},
+	} {
+		got := bucketSpans(0, 1000, tt.endMs, tt.n)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("step %d: got %v, want %v", i, got, tt.want)
+		}
+	}
+}
+
+func TestPlot(t *testing.T) {
+	for i, tt := range []struct {
+		values  []int64
+		endMs   int64
+		rate    bool
+		want    []float64
+		partial bool // the last point is partial
+	}{
+		// A steady 1000 requests/s: the last bucket's 100 requests in 100 ms are no dip.
+		{values: []int64{1000, 1000, 100}, endMs: 2099, rate: true, want: []float64{1000, 1000, 1000}, partial: true},
+		{values: []int64{1000, 1000, 1000}, endMs: 2999, rate: true, want: []float64{1000, 1000, 1000}},
+		// 5 ms of a 1 s bucket would be a spike: it is left out.
+		{values: []int64{1000, 1000, 50}, endMs: 2004, rate: true, want: []float64{1000, 1000}},
+		// A maximum per bucket is not divided by time.
+		{values: []int64{8, 8, 3}, endMs: 2004, want: []float64{8, 8, 3}, partial: true},
+		// The only bucket is drawn however short.
+		{values: []int64{109}, endMs: 156, rate: true, want: []float64{109 * 1000 / 157.0}, partial: true},
+		{values: []int64{5}, endMs: 0, rate: true, want: []float64{5000}, partial: true},
+	} {
+		pts := plot(tt.values, 0, 1000, bucketSpans(0, 1000, tt.endMs, len(tt.values)), tt.rate)
+		var got []float64
+		for _, p := range pts {
+			got = append(got, p.v)
+		}
+		if len(got) != len(tt.want) {
+			t.Errorf("step %d: got %v, want %v", i, got, tt.want)
+			continue
+		}
+		for j := range got {
+			if math.Abs(got[j]-tt.want[j]) > 1e-9 {
+				t.Errorf("step %d: got %v, want %v", i, got, tt.want)
+				break
+			}
+		}
+		if last := pts[len(pts)-1]; last.partial != tt.partial {
+			t.Errorf("step %d: last point partial: got %v, want %v", i, last.partial, tt.partial)
+		}
+	}
+}
+
+func TestSVGChart(t *testing.T) {
+	rates := func(s Series) chart {
+		return chart{title: "Requests", unit: "requests/s", each: "averaged over", rate: true,
+			lines: []line{{"requests", "#000", s.Requests, false}}}
+	}
+	for _, tt := range []struct {
+		name  string
+		s     Series
+		endMs int64
+		want  []string
+		not   []string
+	}{
+		{name: "one bucket", s: Series{BucketMs: 5000, Requests: []int64{300}}, endMs: 1499,
+			want: []string{"<circle", "requests/s, averaged over each 5 s bucket", "one bucket (hollow dot): the log covers 1.5 s of it", ">200<"},
+			not:  []string{"<polyline", "no data"}},
+		{name: "partial last bucket", s: Series{BucketMs: 1000, Requests: []int64{10, 12, 2}}, endMs: 2199,
+			want: []string{`stroke-opacity="0.4"`, "<circle", "faded, hollow dot: the last bucket covers only 0.2 s of 1 s"}},
+		{name: "sliver of a last bucket", s: Series{BucketMs: 1000, Requests: []int64{10, 12, 2}}, endMs: 2009,
+			want: []string{"the last 0.01 s of the log, a partial bucket, is too short to rate and not drawn"},
+			not:  []string{`stroke-opacity="0.4"`}},
+		{name: "whole buckets", s: Series{BucketMs: 1000, Requests: []int64{10, 12, 2}}, endMs: 2999,
+			want: []string{"<polyline", "<circle"}, not: []string{"faded", `stroke-opacity`}},
+		{name: "no buckets", s: Series{BucketMs: 1000, Requests: []int64{}},
+			want: []string{"no data"}, not: []string{"<polyline", "<circle"}},
+	} {
+		got := svgChart(rates(tt.s), tt.s, tt.endMs)
+		for _, w := range tt.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: chart lacks %q:\n%s", tt.name, w, got)
+			}
+		}
+		for _, w := range tt.not {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: chart has %q:\n%s", tt.name, w, got)
+			}
+		}
+	}
+	// Many buckets are a line without dots.
+	s := Series{BucketMs: 1000, Requests: make([]int64, maxMarkers+1)}
+	if got := svgChart(rates(s), s, int64(len(s.Requests))*1000-1); strings.Contains(got, "<circle") {
+		t.Errorf("%d buckets: got dots, want none", len(s.Requests))
+	}
+}
+
+func TestLeaseChartNotRated(t *testing.T) {
+	s := Series{BucketMs: 1000, Lease: []int64{40, 40, 40}}
+	got := svgChart(chart{title: "Largest lease batch", unit: "tokens", each: "the largest in",
+		lines: []line{{"lease", "#000", s.Lease, false}}}, s, 2099)
+	// Divided by 0.1 s the last bucket would read 400 and push the axis to 400.
+	if !strings.Contains(got, ">40<") || strings.Contains(got, ">400<") {
+		t.Errorf("lease axis: want a top tick of 40, got:\n%s", got)
+	}
+	if !strings.Contains(got, "tokens, the largest in each 1 s bucket") {
+		t.Errorf("lease chart lacks its unit and bucket width:\n%s", got)
+	}
+}
+
+func TestHTMLRequestFigures(t *testing.T) {
+	r := sample(2)
+	r.Totals.RequestsWouldDeny, r.Totals.RequestsDenied, r.Totals.DenyRate = 7, 4, 0.007
+	r.AssignMissing, r.Reordered, r.Settings.Assignment = 10, 3, "hash:user"
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"requests would be denied (0.70% of requests)", "<b>7</b>", "requests rejected at their stage",
+		"a request two rules deny counts twice", "10 records (1.00%) lack the field of <code>--assign hash:user</code>",
+		"3 records were logged before an earlier one"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
+
+func TestHTMLOneBucket(t *testing.T) {
+	// A log shorter than a bucket: each chart has one point, which must be visible.
+	r := sample(1)
+	r.EndMs = r.StartMs + 156
+	r.Rules[0].Series = Series{StartMs: r.StartMs, BucketMs: 1000, Requests: []int64{109}, WouldDeny: []int64{0},
+		IdealDeny: []int64{0}, Lease: []int64{19}}
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	if got, want := strings.Count(s, "<circle"), 4; got != want {
+		t.Errorf("dots: got %d, want %d (one per line)", got, want)
+	}
+	for _, want := range []string{"requests/s, averaged over each 1 s bucket", "tokens, the largest in each 1 s bucket",
+		"one bucket (hollow dot): the log covers 0.157 s of it"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
