@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/rlctl/rlctl/engine"
@@ -35,6 +36,8 @@ type Config struct {
 	// users (JWT subjects or TLS fingerprints) were seen is shared-NAT collateral.
 	NATUsers int
 	// Legit are descriptor values of legitimate callers, in addition to the rules' own lists.
+	// A value may also be written KEY=VALUE with KEY a descriptor key, as reports show
+	// identities; it then stands for VALUE.
 	Legit []string
 	// TopN is how many denied identities to report per rule.
 	TopN int
@@ -110,8 +113,17 @@ func New(cfg Config) (*Simulator, error) {
 	clock := engine.ClockFunc(func() int64 { return s.nowUs / 1000 })
 	// Everything runs on the replay goroutine: requests, the events the dispatcher queues, Sweep.
 	s.store, s.ideal = engine.NewSingleGoroutineMemory(clock), engine.NewSingleGoroutineMemory(clock)
+	keys := map[string]bool{}
+	for _, d := range cfg.Model.Domains {
+		for _, src := range d.Sources {
+			keys[src.Key] = true
+		}
+	}
 	for _, v := range cfg.Legit {
 		s.legit[v] = true
+		if k, val, ok := strings.Cut(v, "="); ok && keys[k] {
+			s.legit[val] = true
+		}
 	}
 	for _, d := range cfg.Model.Domains {
 		if cfg.Domain != "" && d.Name != cfg.Domain {

@@ -318,3 +318,22 @@ func TestAssignMissing(t *testing.T) {
 		}
 	}
 }
+
+// --legit values may be written as reports show identities, KEY=VALUE with KEY a descriptor
+// key; a KEY that is none stays a literal value.
+func TestLegitKeyValue(t *testing.T) {
+	var recs []accesslog.Record
+	for i := 0; i < 12; i++ { // per-tenant allows 10
+		recs = append(recs, accesslog.Record{TimeMs: 5_000_000 + int64(i), RemoteAddr: fmt.Sprintf("192.0.2.%d:1", i),
+			Headers: []accesslog.Header{{Name: "x-tenant-id", Value: "beta"}}})
+	}
+	for _, tt := range []struct {
+		legit string
+		want  int64
+	}{{"beta", 2}, {"tenant=beta", 2}, {"nokey=beta", 0}, {"tenant=other", 0}} {
+		r := replay(t, Config{Model: testModel(), Gateways: 1, Legit: []string{tt.legit}}, recs)
+		if got := r.Totals.LegitDenials; got != tt.want {
+			t.Errorf("--legit %s: legit denials %d, want %d", tt.legit, got, tt.want)
+		}
+	}
+}

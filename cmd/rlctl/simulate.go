@@ -146,7 +146,7 @@ func newSimulateCmd() *cobra.Command {
 	f.StringVar(&sf.latency, "store-latency", "1ms", "store reply latency: a duration or uniform:LO-HI")
 	f.Uint64Var(&sf.seed, "seed", 1, "seed for latency draws")
 	f.IntVar(&sf.natUsers, "nat-users", 20, "users behind one address or subnet that make its denials shared-NAT collateral")
-	f.StringVar(&sf.legitFile, "legit", "", "file of legitimate descriptor values, one per line")
+	f.StringVar(&sf.legitFile, "legit", "", "file of legitimate descriptor values, one per line (VALUE or KEY=VALUE)")
 	f.StringVar(&sf.domain, "domain", "", "replay only this domain")
 	f.IntVar(&sf.top, "top", 10, "denied identities to list per rule")
 	f.StringVarP(&sf.output, "output", "o", "table", "output format: table, json, markdown or html (text or json with --journal)")
@@ -234,6 +234,10 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 	stop()
 	if err != nil {
 		return usageErrorf("simulate: %w", err)
+	}
+	if r.Requests == 0 {
+		// Thresholds would hold vacuously: a wrong path or an empty rotation must not pass CI.
+		return usageErrorf("simulate: the logs hold no records to replay (%d bad lines)", r.BadLines)
 	}
 	r.Policies = sf.policies
 	simulate.Evaluate(r, ls.thresholds)
