@@ -103,25 +103,26 @@ func TestNATTracker(t *testing.T) {
 	n := natTracker{cap: 3, addrs: map[string]userSet{}}
 	steps := []struct {
 		addr, user string
-		want       int // users counted behind addr afterwards
+		want       int  // users counted behind addr afterwards
+		capped     bool // and whether the count reached the cap
 	}{
-		{"a", "u1", 1},
-		{"a", "u1", 1},
-		{"b", "u1", 1},
-		{"a", "u2", 2},
-		{"a", "u1", 2},
-		{"a", "u3", 3},
-		{"a", "u4", 3}, // capped
-		{"b", "u2", 2},
+		{"a", "u1", 1, false},
+		{"a", "u1", 1, false},
+		{"b", "u1", 1, false},
+		{"a", "u2", 2, false},
+		{"a", "u1", 2, false},
+		{"a", "u3", 3, true},
+		{"a", "u4", 3, true},
+		{"b", "u2", 2, false},
 	}
 	for i, st := range steps {
 		n.see(st.addr, st.user)
-		if got := n.count(st.addr); got != st.want {
-			t.Errorf("step %d: %s after %s: got %d users, want %d", i, st.addr, st.user, got, st.want)
+		if got, capped := n.count(st.addr); got != st.want || capped != st.capped {
+			t.Errorf("step %d: %s after %s: got %d users (capped %v), want %d (%v)", i, st.addr, st.user, got, capped, st.want, st.capped)
 		}
 	}
-	if got := n.count("c"); got != 0 {
-		t.Errorf("unseen address: got %d users, want 0", got)
+	if got, capped := n.count("c"); got != 0 || capped {
+		t.Errorf("unseen address: got %d users (capped %v), want 0", got, capped)
 	}
 	// Addresses and users may view a buffer the caller reuses: the tracker keeps copies.
 	buf := []byte("x1")
@@ -130,17 +131,17 @@ func TestNATTracker(t *testing.T) {
 		n.see(view(), u)
 	}
 	buf[1] = '2'
-	if got, want := n.count("x1"), 3; got != want {
-		t.Errorf("address seen through a reused buffer: got %d users, want %d", got, want)
+	if got, _ := n.count("x1"); got != 3 {
+		t.Errorf("address seen through a reused buffer: got %d users, want 3", got)
 	}
-	if got := n.count("x2"); got != 0 {
+	if got, _ := n.count("x2"); got != 0 {
 		t.Errorf("address never seen: got %d users, want 0", got)
 	}
 	one := natTracker{cap: 1, addrs: map[string]userSet{}}
 	one.see("a", "u1")
 	one.see("a", "u2")
-	if got := one.count("a"); got != 1 {
-		t.Errorf("cap 1: got %d users, want 1", got)
+	if got, capped := one.count("a"); got != 1 || !capped {
+		t.Errorf("cap 1: got %d users (capped %v), want 1 (capped)", got, capped)
 	}
 }
 
@@ -158,8 +159,10 @@ func TestNATTrackerMerge(t *testing.T) {
 		}
 		parts[0].merge(&parts[1])
 		for a := 'a'; a < 'a'+8; a++ {
-			if got, want := parts[0].count(string(a)), one.count(string(a)); got != want {
-				t.Fatalf("round %d: address %c: merged count %d, want %d", round, a, got, want)
+			got, gotCapped := parts[0].count(string(a))
+			want, wantCapped := one.count(string(a))
+			if got != want || gotCapped != wantCapped {
+				t.Fatalf("round %d: address %c: merged count %d (capped %v), want %d (%v)", round, a, got, gotCapped, want, wantCapped)
 			}
 		}
 	}

@@ -111,7 +111,7 @@ func (s *ruleStats) prune(cutoff int64) {
 }
 
 // finish fills the report rule: top denied identities and the NAT collateral.
-func (s *ruleStats) finish(topN, natUsers int, users func(string) int, startMs, bucketMs int64, buckets int) *report.Rule {
+func (s *ruleStats) finish(topN, natUsers int, users func(string) (int, bool), startMs, bucketMs int64, buckets int) *report.Rule {
 	for i := range s.series {
 		if buckets > 0 {
 			s.add(i, buckets-1, 0) // every series spans the whole replay
@@ -132,12 +132,12 @@ func (s *ruleStats) finish(topN, natUsers int, users func(string) int, startMs, 
 	for _, ks := range denied[:min(topN, len(denied))] {
 		id := report.Identity{Value: ks.display, Denials: ks.denials, Requests: ks.requests, Legit: ks.legit > 0, LegitDenials: ks.legit}
 		if ks.addr != "" {
-			id.Users = users(ks.addr)
+			id.Users, id.UsersCapped = users(ks.addr)
 		}
 		s.out.TopDenied = append(s.out.TopDenied, id)
 	}
 	for addr, n := range s.natDenials {
-		if users(addr) >= natUsers {
+		if u, _ := users(addr); u >= natUsers {
 			s.out.NATCollateral += n
 		}
 	}
@@ -221,14 +221,15 @@ func (n *natTracker) merge(o *natTracker) {
 	}
 }
 
-// count is the number of distinct users seen behind addr, capped at the threshold.
-func (n *natTracker) count(addr string) int {
+// count is the number of distinct users seen behind addr, counted up to the tracker's cap, and
+// whether it reached the cap (there may be more).
+func (n *natTracker) count(addr string) (int, bool) {
 	switch u, ok := n.addrs[addr]; {
 	case !ok:
-		return 0
+		return 0, false
 	case u.users == nil:
-		return 1
+		return 1, u.full
 	default:
-		return len(u.users)
+		return len(u.users), u.full
 	}
 }

@@ -13,6 +13,7 @@ func TestNote(t *testing.T) {
 		{Identity{Legit: true, LegitDenials: 3}, "3 denials of legitimate callers"},
 		{Identity{Users: 1}, "1 user behind it"},
 		{Identity{Legit: true, LegitDenials: 40, Users: 1000}, "40 denials of legitimate callers; 1000 users behind it"},
+		{Identity{Users: 100, UsersCapped: true}, "100+ users behind it"},
 	}
 	for _, tt := range tests {
 		if got := note(tt.id); got != tt.want {

@@ -166,8 +166,10 @@ type Identity struct {
 	Legit        bool  `json:"legit"`
 	LegitDenials int64 `json:"legit_denials,omitempty"`
 	// Users is the number of distinct users seen behind an address or subnet value (0 when
-	// the value is not an address).
-	Users int `json:"users,omitempty"`
+	// the value is not an address). Counting stops at 100, or at settings.nat_users when that
+	// is more; UsersCapped then says there may be more.
+	Users       int  `json:"users,omitempty"`
+	UsersCapped bool `json:"users_capped,omitempty"`
 }
 
 // Series is a rule's time series, in buckets of BucketMs from StartMs.

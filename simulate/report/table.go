@@ -111,6 +111,8 @@ func note(id Identity) string {
 		parts = append(parts, fmt.Sprintf("%d denials of legitimate callers", id.LegitDenials))
 	}
 	switch {
+	case id.UsersCapped:
+		parts = append(parts, fmt.Sprintf("%d+ users behind it", id.Users))
 	case id.Users == 1:
 		parts = append(parts, "1 user behind it")
 	case id.Users > 0:
