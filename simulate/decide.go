@@ -142,6 +142,7 @@ func (s *Simulator) Finish() (*report.Report, error) {
 	buckets := 0
 	if s.started {
 		buckets = s.bucket() + 1
+		s.lastBucket = buckets - 1
 	}
 	for _, rs := range s.rules {
 		var stranded int64

@@ -60,11 +60,14 @@ type Simulator struct {
 	bucketMs int64
 	nextTick int64 // ms of the next housekeeping tick
 	ticks    int64
-	rb       *requestBuilder
-	prep     prepared // Replay's
-	arena    []byte   // Replay's, for prep's values
-	nat      natTracker
-	legit    map[string]bool
+	// lastBucket is the bucket of the last record once Finish has begun, -1 before: the store
+	// replies Finish lands after it count in it, so that every series ends with the log.
+	lastBucket int
+	rb         *requestBuilder
+	prep       prepared // Replay's
+	arena      []byte   // Replay's, for prep's values
+	nat        natTracker
+	legit      map[string]bool
 	// slots are the store keys' slots; only prepare uses them, on the reading goroutine.
 	slots keySlots
 	// legitLens has bit n set when a legit value is n bytes long (n < 256); see legitLen.
@@ -100,13 +103,14 @@ func New(cfg Config) (*Simulator, error) {
 		cfg.Assign.Kind = "round-robin"
 	}
 	s := &Simulator{
-		cfg:      cfg,
-		bucketMs: 1000,
-		rb:       newRequestBuilder(),
-		nat:      natTracker{cap: max(cfg.NATUsers, 100), addrs: map[string]userSet{}},
-		legit:    map[string]bool{},
-		slots:    newKeySlots(),
-		ctx:      context.Background(),
+		cfg:        cfg,
+		bucketMs:   1000,
+		lastBucket: -1,
+		rb:         newRequestBuilder(),
+		nat:        natTracker{cap: max(cfg.NATUsers, 100), addrs: map[string]userSet{}},
+		legit:      map[string]bool{},
+		slots:      newKeySlots(),
+		ctx:        context.Background(),
 		addrSrc: [2]*policy.Source{{Key: "addr", Kind: policy.SourceRemoteAddress, Mask: policy.MaskNone},
 			{Key: "subnet", Kind: policy.SourceRemoteAddress, Mask: policy.MaskSubnet}},
 	}
@@ -199,7 +203,11 @@ func (s *Simulator) addGatewayErr(name string) (int, error) {
 
 // bucket is the series index of the current virtual time.
 func (s *Simulator) bucket() int {
-	return int((s.nowUs/1000 - s.startMs) / s.bucketMs)
+	b := int((s.nowUs/1000 - s.startMs) / s.bucketMs)
+	if s.lastBucket >= 0 {
+		return min(b, s.lastBucket)
+	}
+	return b
 }
 
 // advance moves virtual time to ms, landing store replies and running housekeeping on the way.

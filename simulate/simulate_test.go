@@ -1,14 +1,17 @@
 package simulate
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 	"github.com/rlctl/rlctl/simulate/report"
+	"github.com/rlctl/rlctl/simulate/traffic"
 )
 
 // testModel is a small hand-built model: a per-tenant rule, a per-address rule and a sharded
@@ -334,6 +337,36 @@ func TestLegitKeyValue(t *testing.T) {
 		r := replay(t, Config{Model: testModel(), Gateways: 1, Legit: []string{tt.legit}}, recs)
 		if got := r.Totals.LegitDenials; got != tt.want {
 			t.Errorf("--legit %s: legit denials %d, want %d", tt.legit, got, tt.want)
+		}
+	}
+}
+
+// Store replies still in flight when the log ends land after it, in Finish; they count in the
+// last bucket, so every series ends with the log.
+func TestSeriesEndWithLog(t *testing.T) {
+	m, err := schema.Load("../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if err := traffic.Write(&log, traffic.Config{Seed: 1, Lines: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	lat, err := ParseLatency("uniform:1ms-3s", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), RunConfig{Sim: Config{Model: m, Gateways: 4, Latency: lat}, MaxBad: -1},
+		[]Input{{Name: "gen.log", R: &log}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int((r.EndMs-r.StartMs)/r.Settings.BucketMs) + 1
+	for _, rl := range r.Rules {
+		s := rl.Series
+		if len(s.Requests) != want || len(s.WouldDeny) != want || len(s.IdealDeny) != want || len(s.Lease) != want {
+			t.Errorf("%s: series lengths requests %d, would-deny %d, ideal %d, lease %d; want %d each",
+				rl.Rule, len(s.Requests), len(s.WouldDeny), len(s.IdealDeny), len(s.Lease), want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -45,14 +46,18 @@ Inputs (--log, repeatable; "-" is stdin; gzip is detected):
   envoy-text  Envoy's default text format (no request headers beyond X-Forwarded-For).
   jsonl       any JSON lines; map keys with --field NAME=KEY (KEY may be a dotted path).
   csv         with a header row; map columns with --field NAME=COLUMN.
-The format is detected from the first byte when --log-format is not given. Bad lines are
-counted, the first few reported with their line numbers, and skipped; more than --max-bad
-fails the run.
+The format is detected from the first byte when --log-format is not given. Every record needs
+a timestamp. Bad lines are counted, the first few reported with their line numbers, and
+skipped; more than --max-bad fails the run, and so do logs without any record. Several logs
+(one per gateway, say) are merged by time; a record logged before an earlier one of its own
+log is replayed at the later time and counted as reordered. The client address is the
+logged downstream remote address, else the rightmost X-Forwarded-For entry (the one the
+edge proxy appended; entries left of it are the client's to forge).
 
 False positives: would-deny decisions against identities marked legitimate (the rules' legit
-lists and --legit FILE, one descriptor value per line), plus shared-NAT collateral: denials on
-an address or subnet key behind which at least --nat-users distinct users (JWT subjects or TLS
-fingerprints) were seen.
+lists and --legit FILE, one descriptor value or KEY=VALUE per line), plus shared-NAT
+collateral: denials on an address or subnet key behind which at least --nat-users distinct
+users (JWT subjects or TLS fingerprints) were seen.
 
 --fail-if METRIC OP VALUE (repeatable) exits 1 when crossed. OP is one of > >= < <= == !=;
 VALUE may end in %. Metrics: ` + "{{metrics}}" + `.
@@ -224,7 +229,7 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 	}
 	defer closeAll()
 	defer debug.SetGCPercent(debug.SetGCPercent(simulate.GCPercent))
-	stop := startProgress(cmd.ErrOrStderr(), inputs, total)
+	stop := startProgress(cmd.ErrOrStderr(), total)
 	r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
 		Sim: simulate.Config{Model: model, Domain: sf.domain, Gateways: sf.gateways, Assign: ls.assign,
 			Latency: ls.latency, NATUsers: sf.natUsers, Legit: legit, TopN: sf.top},
@@ -400,8 +405,16 @@ func openLogs(paths []string, stdin io.Reader) ([]simulate.Input, int64, func(),
 	var inputs []simulate.Input
 	var total int64
 	readBytes.Store(0)
+	stdinSeen := false
 	for _, p := range paths {
 		if p == "-" {
+			if stdinSeen {
+				// Merging reads the logs side by side: two readers of one stream would each
+				// get pieces of the other's lines.
+				closeAll()
+				return nil, 0, nil, errors.New(`--log "-" (stdin) given more than once`)
+			}
+			stdinSeen = true
 			inputs = append(inputs, simulate.Input{Name: "stdin", R: countingReader{stdin, &readBytes}})
 			total = -1
 			continue
@@ -421,7 +434,7 @@ func openLogs(paths []string, stdin io.Reader) ([]simulate.Input, int64, func(),
 }
 
 // startProgress shows a progress bar on stderr when it is a terminal, and nothing otherwise.
-func startProgress(stderr io.Writer, _ []simulate.Input, total int64) (stop func()) {
+func startProgress(stderr io.Writer, total int64) (stop func()) {
 	f, ok := stderr.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return func() {}

@@ -53,7 +53,12 @@ func keyBucket(k string) int {
 	if k == "" {
 		return 0
 	}
-	return (len(k)*31 + int(k[0])*7 + int(k[len(k)-1])) & 127
+	return bucketOf(len(k), k[0], k[len(k)-1])
+}
+
+// bucketOf is the bucket of a key of length n whose first and last bytes are first and last.
+func bucketOf(n int, first, last byte) int {
+	return (n*31 + int(first)*7 + int(last)) & 127
 }
 
 func (ix *keyIndex) find(k string) (target, bool) {
@@ -66,7 +71,7 @@ func (ix *keyIndex) find(k string) (target, bool) {
 		return target{}, false
 	}
 	// The bucket of k in lower case.
-	for _, e := range ix.folded[(len(k)*31+int(lower(k[0]))*7+int(lower(k[len(k)-1])))&127] {
+	for _, e := range ix.folded[bucketOf(len(k), lower(k[0]), lower(k[len(k)-1]))] {
 		if equalLower(k, e.key) {
 			return e.tg, true
 		}

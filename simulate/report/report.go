@@ -62,6 +62,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 )
 
 // Schema names the JSON schema version.
@@ -238,6 +239,28 @@ func (r *Report) Finish() {
 			rl.TopDenied = []Identity{}
 		}
 	}
+}
+
+// Warnings are what a reader must know to trust the figures, in plain text, for every format
+// to show: records a hash or field assignment could not place, records replayed late, and a
+// log in which shared-NAT collateral cannot be seen.
+func Warnings(r *Report) []string {
+	var ws []string
+	if r.AssignMissing > 0 {
+		goes := "they all went to one gateway"
+		if strings.HasPrefix(r.Settings.Assignment, "field:") {
+			goes = `they went to a gateway named "unnamed"`
+		}
+		ws = append(ws, fmt.Sprintf("%d records (%s) lack the field of --assign %s; %s.",
+			r.AssignMissing, pct(ratio(r.AssignMissing, r.Requests)), r.Settings.Assignment, goes))
+	}
+	if r.Reordered > 0 {
+		ws = append(ws, fmt.Sprintf("%d records were logged before an earlier one of their log; they were replayed at the later time.", r.Reordered))
+	}
+	if r.Requests > 0 && r.Totals.RequestsWithUser == 0 {
+		ws = append(ws, "No request carried a user (a JWT subject or a TLS fingerprint), so shared-NAT collateral cannot be seen in this log.")
+	}
+	return ws
 }
 
 // Formats are the output formats, for -o.

@@ -16,24 +16,16 @@ import (
 func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(w, "requests %d  bad lines %d  window %s  gateways %d (%s)  store latency %s\n",
 		r.Requests, r.BadLines, window(r), r.Settings.Gateways, r.Settings.Assignment, r.Settings.StoreLatency)
-	if r.AssignMissing > 0 {
-		fmt.Fprintf(w, "warning: %d records (%s) lack the field of --assign %s; %s\n", r.AssignMissing,
-			pct(ratio(r.AssignMissing, r.Requests)), r.Settings.Assignment, missingGoes(r.Settings.Assignment))
-	}
-	if r.Reordered > 0 {
-		fmt.Fprintf(w, "reordered %d records logged before an earlier one of their log; replayed at the later time\n", r.Reordered)
+	for _, warning := range Warnings(r) {
+		fmt.Fprintln(w, "warning:", warning)
 	}
 	t := r.Totals
 	fmt.Fprintf(w, "requests would be denied %d (%s), rejected at their stage %d\n",
 		t.RequestsWouldDeny, pct(t.DenyRate), t.RequestsDenied)
 	fmt.Fprintf(w, "rule decisions: would deny %d  denied %d  ideal %d  over-admission %d  under-admission %d\n",
 		t.WouldDeny, t.Denied, t.IdealDeny, t.OverAdmission, t.UnderAdmission)
-	fmt.Fprintf(w, "false positives %d (%s of denials): legit %d, shared-NAT collateral %d (>= %d users)\n",
+	fmt.Fprintf(w, "false positives %d (%s of would-deny): legit %d, shared-NAT collateral %d (>= %d users)\n\n",
 		t.FalsePositives, pct(t.FalsePositiveRate), t.LegitDenials, t.NATCollateral, r.Settings.NATUsers)
-	if r.Requests > 0 && t.RequestsWithUser == 0 {
-		fmt.Fprintln(w, "warning: no request carried a user (JWT subject or TLS fingerprint), so shared-NAT collateral cannot be seen in this log")
-	}
-	fmt.Fprintln(w)
 
 	if len(r.Rules) > 0 {
 		tbl := tablewriter.NewTable(w, tablewriter.WithRowAlignmentConfig(tw.CellAlignment{
