@@ -103,7 +103,9 @@ func Load(path string) (*File, error) {
 	checkFields(v, reflect.TypeFor[rawFile](), &probs)
 	var raw rawFile
 	if err := v.Decode(&raw); err != nil {
-		return nil, append(probs, cueProblems(err)...)
+		probs = append(probs, cueProblems(err)...)
+		probs.Sort()
+		return nil, probs
 	}
 	start := policy.Pos{File: path, Line: 1, Col: 1}
 	if raw.Policies == "" {
@@ -113,7 +115,10 @@ func Load(path string) (*File, error) {
 	if len(raw.Tests) == 0 {
 		probs = append(probs, policy.Problem{Pos: start, Path: "tests", Message: "the file has no tests"})
 	}
-	if len(probs) > 0 {
+	// Unknown fields do not stop the load, so that the file's bad values are reported with
+	// them; without policies or tests there is no more to check.
+	if raw.Policies == "" || len(raw.Tests) == 0 {
+		probs.Sort()
 		return nil, probs
 	}
 	f := &File{Path: path, Policies: raw.Policies}
@@ -132,6 +137,7 @@ func Load(path string) (*File, error) {
 		f.Tests = append(f.Tests, t)
 	}
 	if len(probs) > 0 {
+		probs.Sort()
 		return nil, probs
 	}
 	return f, nil
@@ -152,6 +158,8 @@ func loadRequests(v cue.Value, raws []rawRequest, probs *policy.Problems) []Requ
 		var err error
 		if r.AtMs, err = durationMs(rr.At); err != nil {
 			*probs = append(*probs, problem(rv, "at", "%v", err))
+		} else if r.AtMs < 0 {
+			*probs = append(*probs, problem(rv, "at", "%dms: must not be negative", r.AtMs))
 		} else if r.AtMs < last {
 			*probs = append(*probs, problem(rv, "at", "%dms is before the previous request's %dms", r.AtMs, last))
 		}

@@ -23,7 +23,7 @@
 //
 // A request gives either HTTP fields (headers, path, remote_addr, claims: the JWT claims) or an
 // explicit descriptor ([{key, value}, ...]). at is the offset from the test's start (a
-// duration or integer milliseconds; non-decreasing); hits is the request's cost (default the
+// duration or integer milliseconds; not negative, and non-decreasing); hits is the request's cost (default the
 // rule's); repeat sends it several times. expect.decision is the engine's verdict ("ok",
 // "over_limit", or "unmatched" when no rule applies); expect.code is the answer after the rule's
 // stage ("ok" in shadow and soft; canary counts as enforcing); expect.rule names the rule to

@@ -107,6 +107,23 @@ tests: x: requests: [
 			`3:63: tests.x.requests.0.expect.retry_after: duration "soon": want such as 1.5s or 200ms`,
 			`4:3: tests.x.requests.1.at: 1000ms is before the previous request's 2000ms`,
 		}},
+		// An unknown field does not hide the bad values of the same file.
+		{"unknown field and bad value", `policies: "."
+tests: x: requests: [
+	{at: "0s", headrs: {a: "b"}, expect: {decision: "ok", retry_after: "5xs"}},
+]`, []string{
+			`3:13: tests.x.requests.0.headrs: field not allowed (want at, claims, descriptor, expect, headers, hits, path, remote_addr, repeat)`,
+			`3:56: tests.x.requests.0.expect.retry_after: duration "5xs": want such as 1.5s or 200ms`,
+		}},
+		{"negative at", `policies: "."
+tests: x: requests: [
+	{at: "-1s", expect: decision: "ok"},
+	{at: "2s", expect: decision: "ok"},
+	{at: "-500ms", expect: decision: "ok"},
+]`, []string{
+			`3:3: tests.x.requests.0.at: -1000ms: must not be negative`,
+			`5:3: tests.x.requests.2.at: -500ms: must not be negative`,
+		}},
 	}
 	dir := t.TempDir()
 	for _, tt := range tests {
@@ -158,6 +175,13 @@ func TestDiscover(t *testing.T) {
 	write("mixed/a_test.cue", test)
 	write("mixed/helper.cue", "x: 1\n")
 	write("empty/README.md", "")
+	// A policy file that does not parse is neither a test file nor a stray beside one.
+	write("brokenpol/a.cue", pol)
+	write("brokenpol/b.cue", "package p\ndomains: {\n")
+	write("brokenpol/tests/a_test.cue", test)
+	write("brokenbare/a.cue", pol)
+	write("brokenbare/b.cue", "package p\ndomains: {\n")
+	write("onlybroken/a_test.cue", "policies: \"..\"\ntests: {\n")
 	in := func(names ...string) []string {
 		for i, n := range names {
 			names[i] = filepath.Join(dir, n)
@@ -176,6 +200,10 @@ func TestDiscover(t *testing.T) {
 		{in("bare"), nil, "bare holds no test files (" + dir + "/bare/a.cue has no top-level policies: or tests: field)"},
 		{in("mixed"), nil, "mixed/helper.cue is not a test file (it has no top-level policies: or tests: field), unlike the other .cue files in " + dir + "/mixed"},
 		{in("empty"), nil, "no test files (*.cue) in " + dir + "/empty"},
+		{in("brokenpol"), in("brokenpol/tests/a_test.cue"), ""},
+		{in("brokenbare"), nil, "brokenbare holds no test files (" + dir + "/brokenbare/a.cue has no top-level policies: or tests: field)"},
+		{in("onlybroken"), in("onlybroken/a_test.cue"), ""},
+		{in("brokenbare/b.cue"), in("brokenbare/b.cue"), ""},
 		{in("missing"), nil, "no such file or directory"},
 	}
 	for _, tt := range tests {
@@ -188,6 +216,28 @@ func TestDiscover(t *testing.T) {
 		case !slices.Equal(got, tt.want):
 			t.Errorf("Discover(%v): got %v, want %v", tt.paths, got, tt.want)
 		}
+	}
+}
+
+// TestRunDomainErrors checks that a domain the policies lack is a problem with the test file,
+// counted in Errors, not a failed test.
+func TestRunDomainErrors(t *testing.T) {
+	req := Request{Path: "/healthz", Repeat: 1, Expect: Expect{Decision: "unmatched"}}
+	f := &File{Path: "x_test.cue", Policies: "../policies", Tests: []Test{
+		{Name: "good", Domain: "edge_gateway_limits", Requests: []Request{req}},
+		{Name: "bad", Domain: "nope", Pos: policy.Pos{File: "x_test.cue", Line: 7, Col: 2}, Requests: []Request{req}},
+	}}
+	res, err := Run([]*File{f}, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Tests != 1 || res.Passed != 1 || res.Failed != 0 || res.Errors != 1 {
+		t.Errorf("got %d tests, %d passed, %d failed, %d errors; want 1, 1, 0, 1", res.Tests, res.Passed, res.Failed, res.Errors)
+	}
+	want := `x_test.cue:7:2: test "bad": no domain "nope" in the policies`
+	if len(res.Findings) != 1 || res.Findings[0].ID != FileID ||
+		fmt.Sprintf("%s: %s", res.Findings[0].Pos, res.Findings[0].Message) != want {
+		t.Errorf("got findings %v, want one %s: %s", res.Findings, FileID, want)
 	}
 }
 

@@ -44,10 +44,13 @@ var Rules = []finding.Rule{
 	},
 }
 
-// Result is the outcome of running test files.
+// Result is the outcome of running test files. Tests counts the tests that ran, each of which
+// Passed or Failed (with FailID findings). Errors counts the problems with test files that only
+// running them finds, such as a domain the policies lack (FileID findings); such a test does not
+// run, so it is neither passed nor failed.
 type Result struct {
-	Tests, Passed, Failed int
-	Findings              []finding.Finding
+	Tests, Passed, Failed, Errors int
+	Findings                      []finding.Finding
 }
 
 // Loader loads a policy directory (schema.Load in rlctl).
@@ -56,7 +59,9 @@ type Loader func(dir string) (*policy.Model, error)
 // Discover lists the test files of paths. A path is a test file or a directory of test files
 // (its *.cue files). A directory without test files that has a tests subdirectory is a policy
 // directory, such as policies: its tests are the files in DIR/tests. A .cue file that is not a
-// test file, such as a policy file, is an error that says so.
+// test file, such as a policy file, is an error that says so. A file that does not parse is
+// listed when it is named or sits among test files, so that Load reports its syntax error, and
+// otherwise counts as neither kind: a broken policy file is reported by the policy's load.
 func Discover(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
@@ -77,11 +82,12 @@ func discover(path string, sub bool) ([]string, error) {
 		return nil, err
 	}
 	if !st.IsDir() {
-		ok, err := isTestFile(path)
+		// A named file that does not parse is run, so that Load reports its syntax error.
+		kind, err := classify(path)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
+		if kind == otherFile {
 			return nil, notTestFile(path)
 		}
 		return []string{path}, nil
@@ -91,16 +97,26 @@ func discover(path string, sub bool) ([]string, error) {
 		return nil, err
 	}
 	sort.Strings(all)
-	var tests, others []string
+	// A file that does not parse is neither: a broken test file among test files is run, so
+	// that Load reports its syntax error, but a broken policy file must not make its parsable
+	// neighbours look like strays.
+	var tests, others, broken []string
+	var withBroken []string // tests and broken, in order
 	for _, f := range all {
-		ok, err := isTestFile(f)
+		kind, err := classify(f)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
+		switch kind {
+		case testFile:
 			tests = append(tests, f)
-		} else {
+		case otherFile:
 			others = append(others, f)
+		case brokenFile:
+			broken = append(broken, f)
+		}
+		if kind != otherFile {
+			withBroken = append(withBroken, f)
 		}
 	}
 	switch {
@@ -108,15 +124,20 @@ func discover(path string, sub bool) ([]string, error) {
 		return nil, fmt.Errorf("%s is not a test file (it has no top-level policies: or tests: field), "+
 			"unlike the other .cue files in %s", others[0], path)
 	case len(tests) > 0:
-		return tests, nil
+		return withBroken, nil
 	}
+	// No test files here: a policy directory stands for its tests, whose run loads the policy
+	// and so reports a broken policy file where it is.
 	dir := filepath.Join(path, "tests")
 	if st, err := os.Stat(dir); sub && err == nil && st.IsDir() {
 		return discover(dir, false)
 	}
-	if len(others) > 0 {
+	switch {
+	case len(others) > 0:
 		return nil, fmt.Errorf("%s holds no test files (%s has no top-level policies: or tests: field): "+
 			"a policy's tests go in a directory such as %s", path, others[0], dir)
+	case len(broken) > 0:
+		return broken, nil
 	}
 	return nil, fmt.Errorf("no test files (*.cue) in %s", path)
 }
@@ -126,26 +147,31 @@ func notTestFile(path string) error {
 		"a policy's tests go in a directory such as %s", path, filepath.Join(filepath.Dir(path), "tests"))
 }
 
-// isTestFile reports whether the CUE file at path is a test file: one with a top-level policies
-// or tests field. A file that does not parse counts as one, so that its syntax error is reported
-// where it is.
-func isTestFile(path string) (bool, error) {
+// The kinds of .cue file discover tells apart.
+const (
+	testFile   = iota // has a top-level policies or tests field
+	otherFile         // parses but has neither, such as a policy file
+	brokenFile        // does not parse, so could be either
+)
+
+// classify reads the CUE file at path and says which kind it is.
+func classify(path string) (int, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	f, err := parser.ParseFile(path, src)
 	if err != nil {
-		return true, nil
+		return brokenFile, nil
 	}
 	for _, d := range f.Decls {
 		if fd, ok := d.(*ast.Field); ok {
 			if name, _, _ := ast.LabelName(fd.Label); name == "policies" || name == "tests" {
-				return true, nil
+				return testFile, nil
 			}
 		}
 	}
-	return false, nil
+	return otherFile, nil
 }
 
 // Run runs every test of files. Errors are problems with the files or the policies they name;
@@ -163,7 +189,14 @@ func Run(files []*File, load Loader) (*Result, error) {
 			models[f.Policies] = m
 		}
 		for _, t := range f.Tests {
-			fs, err := runTest(m, t)
+			d, err := pickDomain(m, t.Domain)
+			if err != nil {
+				res.Errors++
+				res.Findings = append(res.Findings, finding.Finding{ID: FileID, Severity: finding.Error, Pos: t.Pos,
+					Message: fmt.Sprintf("test %q: %v", t.Name, err)})
+				continue
+			}
+			fs, err := runTest(d, t)
 			if err != nil {
 				return nil, err
 			}
@@ -179,12 +212,8 @@ func Run(files []*File, load Loader) (*Result, error) {
 	return res, nil
 }
 
-func runTest(m *policy.Model, t Test) ([]finding.Finding, error) {
-	d, err := pickDomain(m, t.Domain)
-	if err != nil {
-		return []finding.Finding{{ID: FileID, Severity: finding.Error, Pos: t.Pos,
-			Message: fmt.Sprintf("test %q: %v", t.Name, err)}}, nil
-	}
+// runTest runs t against domain d and returns its failed expectations.
+func runTest(d *policy.Domain, t Test) ([]finding.Finding, error) {
 	matcher, err := simulate.NewMatcher(d)
 	if err != nil {
 		return nil, fmt.Errorf("%s: test %q: %w", t.Pos, t.Name, err)

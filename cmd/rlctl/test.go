@@ -25,14 +25,17 @@ A test file is a .cue file with a top-level policies: or tests: field. Each DIR 
 of test files (its *.cue files); a policy directory, one without test files but with a tests
 subdirectory, stands for that subdirectory, so "rlctl test policies" runs policies/tests. The
 default is policies/tests. Naming a .cue file that is not a test file (a policy file, say) is
-an error that says so.
+an error that says so. A .cue file that does not parse is neither: among test files it is run,
+so that its syntax error is a finding; in a policy directory the tests run and the policy's
+load reports it.
 
 The format is closed: a field it does not have (a misspelt one such as headrs) is an error,
 not ignored. Problems with a test file (a CUE syntax error, an unknown field, a wrong type, a
 bad value) are findings (TEST000) at the file's line and column, like lint's RL000; failed
 expectations are findings (TEST001) at the request's position. They are written in the chosen
 output format (text, json, github annotations or sarif), to stdout or --out FILE; a summary
-goes to stderr.
+("policy tests: 10 passed, 1 failed; 2 errors in test files") goes to stderr. A test that cannot
+run, such as one naming a domain the policies lack, is an error in its file, not a failed test.
 
 Exit codes: 0 all tests passed, 1 a test failed or a test file is wrong, 3 usage or tool error
 (a bad flag, a path that does not exist or holds no test files, a policy that does not load, an
@@ -79,12 +82,15 @@ func newTestCmd() *cobra.Command {
 			} else if err := format.Write(cmd.OutOrStdout(), rep); err != nil {
 				return usageErrorf("test: %w", err)
 			}
+			// Problems with test files are counted apart from failed tests, whether loading or
+			// running the file found them.
+			errs := len(bad) + res.Errors
 			sum := fmt.Sprintf("policy tests: %d passed, %d failed", res.Passed, res.Failed)
-			if len(bad) > 0 {
-				sum += fmt.Sprintf("; %s in test files", plural(len(bad), "error"))
+			if errs > 0 {
+				sum += fmt.Sprintf("; %s in test files", plural(errs, "error"))
 			}
 			fmt.Fprintln(cmd.ErrOrStderr(), sum)
-			if res.Failed > 0 || len(bad) > 0 {
+			if res.Failed > 0 || errs > 0 {
 				return findings()
 			}
 			return nil

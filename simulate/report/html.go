@@ -34,13 +34,9 @@ pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 </style></head><body>
 `)
 	fmt.Fprintf(&b, "<h1>rlctl simulate</h1>\n<div class=\"muted\">policies <code>%s</code> &middot; logs <code>%s</code> &middot; %s &middot; %d gateways (%s) &middot; store latency %s</div>\n",
-		esc(r.Policies), esc(strings.Join(r.Logs, ", ")), esc(window(r)), r.Settings.Gateways, esc(r.Settings.Assignment), esc(r.Settings.StoreLatency))
-	if r.AssignMissing > 0 {
-		fmt.Fprintf(&b, "<div class=\"warn\">&#9888; %d records (%s) lack the field of <code>--assign %s</code>; %s.</div>\n", r.AssignMissing,
-			pct(ratio(r.AssignMissing, r.Requests)), esc(r.Settings.Assignment), esc(missingGoes(r.Settings.Assignment)))
-	}
-	if r.Reordered > 0 {
-		fmt.Fprintf(&b, "<div class=\"warn\">&#9888; %d records were logged before an earlier one of their log; they were replayed at the later time.</div>\n", r.Reordered)
+		htmlEscape(r.Policies), htmlEscape(strings.Join(r.Logs, ", ")), htmlEscape(window(r)), r.Settings.Gateways, htmlEscape(r.Settings.Assignment), htmlEscape(r.Settings.StoreLatency))
+	for _, warning := range Warnings(r) {
+		fmt.Fprintf(&b, "<div class=\"warn\">&#9888; %s</div>\n", htmlEscape(warning))
 	}
 	status := `<b class="ok">pass</b>`
 	if r.Failed {
@@ -65,20 +61,20 @@ pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 		if th.Crossed {
 			cls, s = "bad", "crossed"
 		}
-		fmt.Fprintf(&b, "<div>threshold <code>%s</code>: value %.4g: <span class=\"%s\">%s</span></div>\n", esc(th.Expr), th.Value, cls, s)
+		fmt.Fprintf(&b, "<div>threshold <code>%s</code>: value %.4g: <span class=\"%s\">%s</span></div>\n", htmlEscape(th.Expr), th.Value, cls, s)
 	}
 
 	b.WriteString("<h2>Rules</h2>\n<table><tr><th class=l>Rule</th><th class=l>Stage</th><th class=l>Limit</th><th>Requests</th><th>Would deny</th><th>Ideal</th><th>Over</th><th>Under</th><th>Stranded max</th><th>Lease max</th><th>Legit</th><th>NAT</th></tr>\n")
 	for _, rl := range r.Rules {
 		fmt.Fprintf(&b, "<tr><td class=l><a href=\"#%s\"><code>%s/%s</code></a></td><td class=l>%s</td><td class=l>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n",
-			anchor(rl), esc(rl.Domain), esc(rl.Rule), esc(rl.Stage), esc(rl.Limit), rl.Requests, rl.WouldDeny, rl.IdealDeny,
+			anchor(rl), htmlEscape(rl.Domain), htmlEscape(rl.Rule), htmlEscape(rl.Stage), htmlEscape(rl.Limit), rl.Requests, rl.WouldDeny, rl.IdealDeny,
 			rl.OverAdmission, rl.UnderAdmission, rl.StrandedMax, rl.LeaseMax, rl.LegitDenials, rl.NATCollateral)
 	}
 	b.WriteString("</table>\n")
 
 	for _, rl := range r.Rules {
 		fmt.Fprintf(&b, "<h2 id=\"%s\"><code>%s/%s</code></h2>\n<div class=\"muted\">%s &middot; stage %s &middot; %d requests, %d would-deny, %d store calls</div>\n",
-			anchor(rl), esc(rl.Domain), esc(rl.Rule), esc(rl.Pos), esc(rl.Stage), rl.Requests, rl.WouldDeny, rl.StoreCalls)
+			anchor(rl), htmlEscape(rl.Domain), htmlEscape(rl.Rule), htmlEscape(rl.Pos), htmlEscape(rl.Stage), rl.Requests, rl.WouldDeny, rl.StoreCalls)
 		s := rl.Series
 		b.WriteString(`<div class="charts">`)
 		b.WriteString(svgChart(chart{title: "Requests and denials per second", unit: "requests/s", each: "averaged over", rate: true, lines: []line{
@@ -89,7 +85,7 @@ pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 		if len(rl.TopDenied) > 0 {
 			b.WriteString("<h3>Top denied identities</h3><table><tr><th class=l>Identity</th><th>Denials</th><th>Requests</th><th class=l>Note</th></tr>\n")
 			for _, id := range rl.TopDenied {
-				fmt.Fprintf(&b, "<tr><td class=l><code>%s</code></td><td>%d</td><td>%d</td><td class=l>%s</td></tr>\n", esc(id.Value), id.Denials, id.Requests, esc(note(id)))
+				fmt.Fprintf(&b, "<tr><td class=l><code>%s</code></td><td>%d</td><td>%d</td><td class=l>%s</td></tr>\n", htmlEscape(id.Value), id.Denials, id.Requests, htmlEscape(note(id)))
 			}
 			b.WriteString("</table>\n")
 		}
@@ -97,7 +93,7 @@ pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 	if r.BadLines > 0 {
 		fmt.Fprintf(&b, "<h2>Bad lines</h2><p>%d lines skipped; the first %d:</p><pre>", r.BadLines, len(r.BadLineSamples))
 		for _, bl := range r.BadLineSamples {
-			fmt.Fprintf(&b, "%s:%d: %s\n    %s\n", esc(bl.File), bl.Line, esc(bl.Error), esc(bl.Text))
+			fmt.Fprintf(&b, "%s:%d: %s\n    %s\n", htmlEscape(bl.File), bl.Line, htmlEscape(bl.Error), htmlEscape(bl.Text))
 		}
 		b.WriteString("</pre>\n")
 	}
@@ -107,7 +103,7 @@ pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 }
 
 func card(b *strings.Builder, value, label string) {
-	fmt.Fprintf(b, `<div class="card"><b>%s</b><span>%s</span></div>`, esc(value), esc(label))
+	fmt.Fprintf(b, `<div class="card"><b>%s</b><span>%s</span></div>`, htmlEscape(value), htmlEscape(label))
 }
 
 func anchor(rl *Rule) string {
@@ -118,8 +114,6 @@ func anchor(rl *Rule) string {
 		return '_'
 	}, rl.Domain+"-"+rl.Rule)
 }
-
-func esc(s string) string { return html.EscapeString(s) }
 
 func htmlEscape(s string) string { return html.EscapeString(s) }
 
@@ -189,136 +183,195 @@ func plot(values []int64, startMs, bucketMs int64, spans []int64, rate bool) []p
 	return pts
 }
 
+// Chart geometry in SVG pixels: the plot area is inset from the chart's edges by the margins.
+const (
+	chartW, chartH                                   = 560, 270
+	marginLeft, marginRight, marginTop, marginBottom = 56, 12, 42, 62
+	plotW, plotH                                     = chartW - marginLeft - marginRight, chartH - marginTop - marginBottom
+)
+
+// ticks is the number of intervals each axis is divided into by its ticks.
+const ticks = 4
+
+// frame maps log time and values onto the plot area: the x axis runs from the first bucket's
+// start to the end of the log, the y axis from 0 to yMax.
+type frame struct {
+	startMs, spanMs int64
+	yMax            float64
+}
+
+func (f frame) x(ms float64) float64 {
+	return marginLeft + plotW*(ms-float64(f.startMs))/float64(f.spanMs)
+}
+
+func (f frame) y(v float64) float64 { return marginTop + plotH - plotH*v/f.yMax }
+
 // svgChart draws c's lines over the time of series s, in a log ending at endMs, as an inline
 // SVG with axes, grid, legend and notes on the bucket width and a partial last bucket.
 func svgChart(c chart, s Series, endMs int64) string {
-	const W, H, left, right, top, bottom = 560, 270, 56, 12, 42, 62
-	pw, ph := float64(W-left-right), float64(H-top-bottom)
+	spans, pts := chartPoints(c, s, endMs)
+	var b strings.Builder
+	writeChartHead(&b, c, s)
+	if len(spans) == 0 {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="14" fill="#656d76">no data: the series has no time buckets</text></svg>`,
+			marginLeft+plotW/2.0, marginTop+plotH/2.0)
+		return b.String()
+	}
+	step := yStep(pts, c.rate)
+	f := frame{startMs: s.StartMs, yMax: ticks * step}
+	for _, sp := range spans {
+		f.spanMs += sp
+	}
+	writeYTicks(&b, step)
+	writeXTicks(&b, f)
+	for i, l := range c.lines {
+		writeLine(&b, f, l, pts[i])
+	}
+	writeLegend(&b, c.lines, pts)
+	if note := partialNote(len(spans), spans, s.BucketMs, c.rate); note != "" {
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#656d76">%s</text>`, marginLeft, chartH-9, htmlEscape(note))
+	}
+	b.WriteString("</svg>")
+	return b.String()
+}
+
+// chartPoints returns the spans of the buckets c's lines have, none when s has no bucket
+// width, and each line's points.
+func chartPoints(c chart, s Series, endMs int64) ([]int64, [][]point) {
+	pts := make([][]point, len(c.lines))
+	if s.BucketMs <= 0 {
+		return nil, pts
+	}
 	n := 0
 	for _, l := range c.lines {
 		n = max(n, len(l.values))
 	}
-	var spans []int64
-	if s.BucketMs > 0 {
-		spans = bucketSpans(s.StartMs, s.BucketMs, endMs, n)
-	} else {
-		n = 0
-	}
-	pts := make([][]point, len(c.lines))
-	maxV := 0.0
-	for i, l := range c.lines {
-		if n > 0 {
+	spans := bucketSpans(s.StartMs, s.BucketMs, endMs, n)
+	if n > 0 {
+		for i, l := range c.lines {
 			pts[i] = plot(l.values, s.StartMs, s.BucketMs, spans, c.rate)
 		}
-		for _, p := range pts[i] {
-			maxV = max(maxV, p.v)
-		}
 	}
-	step := niceCeil(maxV / 4)
-	if !c.rate {
-		step = max(step, 1)
-	}
-	yMax := 4 * step
+	return spans, pts
+}
 
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`, W, H, W, H)
-	fmt.Fprintf(&b, `<text x="%d" y="16" font-size="13" font-weight="600" fill="#1f2328">%s</text>`, left, esc(c.title))
+// writeChartHead opens the SVG and writes the title, what the values are, the y axis's unit
+// and the x axis.
+func writeChartHead(b *strings.Builder, c chart, s Series) {
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`,
+		chartW, chartH, chartW, chartH)
+	fmt.Fprintf(b, `<text x="%d" y="16" font-size="13" font-weight="600" fill="#1f2328">%s</text>`, marginLeft, htmlEscape(c.title))
 	sub := c.unit
 	if s.BucketMs > 0 {
 		sub = fmt.Sprintf("%s, %s each %s bucket", c.unit, c.each, secs(s.BucketMs))
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="31" fill="#656d76">%s</text>`, left, esc(sub))
-	fmt.Fprintf(&b, `<text transform="translate(12 %.1f) rotate(-90)" text-anchor="middle" fill="#656d76">%s</text>`, float64(top)+ph/2, esc(c.unit))
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#8c959f"/>`, left, top+int(ph), W-right, top+int(ph))
-	if n == 0 {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="14" fill="#656d76">no data: the series has no time buckets</text></svg>`,
-			float64(left)+pw/2, float64(top)+ph/2)
-		return b.String()
+	fmt.Fprintf(b, `<text x="%d" y="31" fill="#656d76">%s</text>`, marginLeft, htmlEscape(sub))
+	fmt.Fprintf(b, `<text transform="translate(12 %.1f) rotate(-90)" text-anchor="middle" fill="#656d76">%s</text>`,
+		marginTop+plotH/2.0, htmlEscape(c.unit))
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#8c959f"/>`, marginLeft, marginTop+plotH, chartW-marginRight, marginTop+plotH)
+}
+
+// yStep is the interval between the y axis's ticks: a round number, whole unless the values
+// are rates, such that the top tick reaches the largest value.
+func yStep(pts [][]point, rate bool) float64 {
+	maxV := 0.0
+	for _, lp := range pts {
+		for _, p := range lp {
+			maxV = max(maxV, p.v)
+		}
 	}
-	for i := 0; i <= 4; i++ {
-		y := float64(top) + ph - ph*float64(i)/4
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eaeef2"/>`, left, y, W-right, y)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#656d76">%s</text>`, left-6, y+4, short(step*float64(i)))
+	step := niceCeil(maxV / ticks)
+	if !rate {
+		step = max(step, 1)
 	}
-	// The x axis runs from the first bucket's start to the end of the log.
-	var spanMs int64
-	for _, sp := range spans {
-		spanMs += sp
+	return step
+}
+
+// writeYTicks writes the grid lines and labels of the y axis.
+func writeYTicks(b *strings.Builder, step float64) {
+	for i := 0; i <= ticks; i++ {
+		y := marginTop + plotH - plotH*float64(i)/ticks
+		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eaeef2"/>`, marginLeft, y, chartW-marginRight, y)
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end" fill="#656d76">%s</text>`, marginLeft-6, y+4, tickLabel(step*float64(i), step))
 	}
-	x := func(ms float64) float64 { return float64(left) + pw*(ms-float64(s.StartMs))/float64(spanMs) }
-	y := func(v float64) float64 { return float64(top) + ph - ph*v/yMax }
+}
+
+// writeXTicks writes the times of the x axis's ticks, to the millisecond when they are that
+// close together.
+func writeXTicks(b *strings.Builder, f frame) {
 	layout := "15:04:05"
-	switch tick := spanMs / 4; {
+	switch tick := f.spanMs / ticks; {
 	case tick < 100:
 		layout = "15:04:05.000"
 	case tick < 1000:
 		layout = "15:04:05.0"
 	}
-	for i := 0; i <= 4; i++ {
+	for i := 0; i <= ticks; i++ {
 		anchor := "middle"
 		switch i {
 		case 0:
 			anchor = "start"
-		case 4:
+		case ticks:
 			anchor = "end"
 		}
-		ms := s.StartMs + spanMs*int64(i)/4
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s" fill="#656d76">%s</text>`, x(float64(ms)), top+int(ph)+16, anchor,
+		ms := f.startMs + f.spanMs*int64(i)/ticks
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="%s" fill="#656d76">%s</text>`, f.x(float64(ms)), marginTop+plotH+16, anchor,
 			time.UnixMilli(ms).UTC().Format(layout))
 	}
+}
 
-	for i, l := range c.lines {
-		lp := pts[i]
-		if len(lp) == 0 {
-			continue
-		}
-		dash := ""
-		if l.dashed {
-			dash = ` stroke-dasharray="5 3"`
-		}
-		whole := lp
-		if lp[len(lp)-1].partial {
-			whole = lp[:len(lp)-1]
-		}
+// writeLine draws one line's points: a polyline through the whole buckets, a faded segment to
+// a partial last bucket, a dot on each bucket when they are few, and a hollow dot on a partial
+// last bucket.
+func writeLine(b *strings.Builder, f frame, l line, lp []point) {
+	if len(lp) == 0 {
+		return
+	}
+	dash := ""
+	if l.dashed {
+		dash = ` stroke-dasharray="5 3"`
+	}
+	whole := lp
+	if lp[len(lp)-1].partial {
+		whole = lp[:len(lp)-1]
+	}
+	if len(whole) > 1 {
 		var ps strings.Builder
 		for _, p := range whole {
-			fmt.Fprintf(&ps, "%.1f,%.1f ", x(p.ms), y(p.v))
+			fmt.Fprintf(&ps, "%.1f,%.1f ", f.x(p.ms), f.y(p.v))
 		}
-		if len(whole) > 1 {
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>`, l.color, dash, strings.TrimSpace(ps.String()))
-		}
-		if len(whole) < len(lp) && len(whole) > 0 {
-			// The partial last bucket is drawn faded: a rate over less time is noisier, and a
-			// maximum over less time is lower.
-			p, q := whole[len(whole)-1], lp[len(lp)-1]
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" stroke-opacity="0.4"%s points="%.1f,%.1f %.1f,%.1f"/>`,
-				l.color, dash, x(p.ms), y(p.v), x(q.ms), y(q.v))
-		}
-		if len(lp) <= maxMarkers {
-			for _, p := range whole {
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, x(p.ms), y(p.v), l.color)
-			}
-		}
-		if len(whole) < len(lp) {
-			q := lp[len(lp)-1]
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="#fff" stroke="%s" stroke-width="2"/>`, x(q.ms), y(q.v), l.color)
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>`, l.color, dash, strings.TrimSpace(ps.String()))
+	}
+	last := lp[len(lp)-1]
+	if len(whole) < len(lp) && len(whole) > 0 {
+		// The partial last bucket is drawn faded: a rate over less time is noisier, and a
+		// maximum over less time is lower.
+		p := whole[len(whole)-1]
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" stroke-opacity="0.4"%s points="%.1f,%.1f %.1f,%.1f"/>`,
+			l.color, dash, f.x(p.ms), f.y(p.v), f.x(last.ms), f.y(last.v))
+	}
+	if len(lp) <= maxMarkers {
+		for _, p := range whole {
+			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, f.x(p.ms), f.y(p.v), l.color)
 		}
 	}
-	lx := left
-	for i, l := range c.lines {
+	if len(whole) < len(lp) {
+		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="#fff" stroke="%s" stroke-width="2"/>`, f.x(last.ms), f.y(last.v), l.color)
+	}
+}
+
+// writeLegend writes a swatch and name for each line, saying which have no data.
+func writeLegend(b *strings.Builder, lines []line, pts [][]point) {
+	x := marginLeft
+	for i, l := range lines {
 		name := l.name
 		if len(pts[i]) == 0 {
 			name += " (no data)"
 		}
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" fill="#1f2328">%s</text>`,
-			lx, H-36, l.color, lx+14, H-27, esc(name))
-		lx += 24 + 7*len(name)
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" fill="#1f2328">%s</text>`,
+			x, chartH-36, l.color, x+14, chartH-27, htmlEscape(name))
+		x += 24 + 7*len(name)
 	}
-	if note := partialNote(n, spans, s.BucketMs, c.rate); note != "" {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#656d76">%s</text>`, left, H-9, esc(note))
-	}
-	b.WriteString("</svg>")
-	return b.String()
 }
 
 // partialNote says how a chart drew a last bucket that covers only part of its width.
@@ -356,14 +409,31 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-// short formats an axis value: 2.5k, 1M, 0.25.
-func short(v float64) string {
-	unit := ""
+// tickLabel formats an axis tick v, a multiple of step: 2.5k, 1M, 0.25. It shows the decimals
+// that step needs, so that distinct ticks have distinct labels however small the step.
+func tickLabel(v, step float64) string {
+	scale, unit := 1.0, ""
 	switch {
 	case v >= 1e6:
-		v, unit = v/1e6, "M"
+		scale, unit = 1e6, "M"
 	case v >= 1e3:
-		v, unit = v/1e3, "k"
+		scale, unit = 1e3, "k"
 	}
-	return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64) + unit
+	s := strconv.FormatFloat(v/scale, 'f', decimals(step/scale), 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s + unit
+}
+
+// decimals returns the fewest decimals that write step, up to rounding error.
+func decimals(step float64) int {
+	const most = 15
+	for d := 0; d < most; d++ {
+		x := step * math.Pow10(d)
+		if math.Abs(x-math.Round(x)) <= 1e-6*x {
+			return d
+		}
+	}
+	return most
 }

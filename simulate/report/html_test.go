@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -133,7 +134,7 @@ func TestHTMLRequestFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"requests would be denied (0.70% of requests)", "<b>7</b>", "requests rejected at their stage",
-		"a request two rules deny counts twice", "10 records (1.00%) lack the field of <code>--assign hash:user</code>",
+		"a request two rules deny counts twice", "10 records (1.00%) lack the field of --assign hash:user; they all went to one gateway.",
 		"3 records were logged before an earlier one"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("HTML lacks %q", want)
@@ -160,5 +161,44 @@ func TestHTMLOneBucket(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
+	}
+}
+
+func TestTickLabel(t *testing.T) {
+	for i, tt := range []struct {
+		v, step float64
+		want    string
+	}{
+		{0, 0.0005, "0"},
+		{0.0005, 0.0005, "0.0005"},
+		{0.001, 0.0005, "0.001"},
+		{3 * 0.0005, 0.0005, "0.0015"},
+		{0.3, 0.1, "0.3"},
+		{0.75, 0.25, "0.75"},
+		{200, 50, "200"},
+		{1500, 500, "1.5k"},
+		{2000, 500, "2k"},
+		{7500, 2500, "7.5k"},
+		{1.5e6, 5e5, "1.5M"},
+		{1.25e-7, 2.5e-8, "0.000000125"},
+	} {
+		if got := tickLabel(tt.v, tt.step); got != tt.want {
+			t.Errorf("step %d: tickLabel(%g, %g): got %q, want %q", i, tt.v, tt.step, got, tt.want)
+		}
+	}
+}
+
+func TestSparseChartTicks(t *testing.T) {
+	// One request in a 1024 s bucket is under a thousandth of a request a second: rounded to
+	// three decimals the ticks would read 0, 0.001, 0.001, 0.002, 0.002.
+	s := Series{BucketMs: 1024000, Requests: []int64{1}}
+	got := svgChart(chart{title: "Requests", unit: "requests/s", each: "averaged over", rate: true,
+		lines: []line{{"requests", "#000", s.Requests, false}}}, s, 1024000-1)
+	var labels []string
+	for _, m := range regexp.MustCompile(`<text x="50" y="[0-9.]+" text-anchor="end" fill="#656d76">([^<]*)</text>`).FindAllStringSubmatch(got, -1) {
+		labels = append(labels, m[1])
+	}
+	if want := []string{"0", "0.0005", "0.001", "0.0015", "0.002"}; !slices.Equal(labels, want) {
+		t.Errorf("y ticks: got %q, want %q", labels, want)
 	}
 }

@@ -16,8 +16,8 @@ const maxMarkdownRules = 100
 // WriteMarkdown writes r as a pull-request comment: the summary and the rules table in the open,
 // per-rule details folded in <details>. When the whole would exceed MaxMarkdown, every rule
 // shows the same number of denied identities, the most that fit; if the details do not fit even
-// without identities, those that fit are kept, most-denying rules first, and the comment says
-// how many rules' details were left out. Bad line samples that cannot fit are left out too.
+// without identities, the least-denying rules' details are left out, and the comment says how
+// many. Bad line samples that cannot fit are left out too.
 func WriteMarkdown(w io.Writer, r *Report) error {
 	head := markdownHead(r)
 	if len(head) > MaxMarkdown-noteRoom {
@@ -107,30 +107,34 @@ func identitiesLeftOut(n int) string {
 
 // fitDetails chooses how many identity rows of each rule to show within budget bytes: the same
 // number for every rule, the most that fits. When the details do not fit even without rows, it
-// keeps those that fit, in order, and marks the others -1.
+// keeps the first rules' details, the most that fit without rows, and marks the rest -1: rules
+// are sorted by would-deny, so those left out denied least.
 func fitDetails(rules []ruleDetails, budget int) []int {
+	keep := make([]int, len(rules))
+	size := 0
+	for i, d := range rules {
+		if size += d.size(0); size > budget {
+			for j := i; j < len(rules); j++ {
+				keep[j] = -1
+			}
+			return keep
+		}
+	}
 	most := 0
 	for _, d := range rules {
 		most = max(most, len(d.rows))
 	}
-	keep := make([]int, len(rules))
-	for k := most; k >= 0; k-- {
-		total := 0
+	for k := most; k > 0; k-- {
+		size := 0
 		for i, d := range rules {
 			keep[i] = min(k, len(d.rows))
-			total += d.size(keep[i])
+			size += d.size(keep[i])
 		}
-		if total <= budget {
+		if size <= budget {
 			return keep
 		}
 	}
-	for i, d := range rules {
-		if n := d.size(0); n <= budget {
-			budget -= n
-		} else {
-			keep[i] = -1
-		}
-	}
+	clear(keep) // no rows, which fit
 	return keep
 }
 
@@ -144,12 +148,8 @@ func markdownHead(r *Report) string {
 	fmt.Fprintf(&b, "### rlctl simulate: %s\n\n", status)
 	fmt.Fprintf(&b, "Replayed **%d** requests (%d bad lines skipped) from %s through `%s` on %d virtual gateways (%s, store latency %s).\n\n",
 		r.Requests, r.BadLines, mdCode(strings.Join(r.Logs, ", ")), mdEscape(r.Policies), r.Settings.Gateways, r.Settings.Assignment, r.Settings.StoreLatency)
-	if r.AssignMissing > 0 {
-		fmt.Fprintf(&b, "> ⚠️ %d records (%s) lack the field of `--assign %s`; %s.\n\n", r.AssignMissing,
-			pct(ratio(r.AssignMissing, r.Requests)), mdEscape(r.Settings.Assignment), missingGoes(r.Settings.Assignment))
-	}
-	if r.Reordered > 0 {
-		fmt.Fprintf(&b, "> ⚠️ %d records were logged before an earlier one of their log; they were replayed at the later time.\n\n", r.Reordered)
+	for _, warning := range Warnings(r) {
+		fmt.Fprintf(&b, "> ⚠️ %s\n\n", mdText(warning))
 	}
 	b.WriteString("| Requests (each counted once) | Count |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| Requests would be denied (by any rule) | %d (%s of requests) |\n", t.RequestsWouldDeny, pct(t.DenyRate))
@@ -233,3 +233,19 @@ func mdEscape(s string) string {
 }
 
 func mdCode(s string) string { return "`" + mdEscape(s) + "`" }
+
+// mdText makes plain text read as itself in a Markdown paragraph: it escapes the characters
+// that could start emphasis, code, links, HTML, entities or tables, and joins lines.
+func mdText(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		switch c {
+		case '\\', '`', '*', '_', '~', '[', ']', '<', '>', '&', '|', '#':
+			b.WriteByte('\\')
+		case '\n', '\r':
+			c = ' '
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

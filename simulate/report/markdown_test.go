@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,13 +61,19 @@ func TestMarkdownTrimsIdentitiesFairly(t *testing.T) {
 }
 
 func TestMarkdownCountsRulesLeftOut(t *testing.T) {
-	// Too many rules for even their details without identities; half have no details at all.
+	// Too many rules for even their details without identities; half have no details at all,
+	// and the names' lengths vary, so a later, smaller rule's details could fit where an
+	// earlier one's did not.
 	r := &Report{Requests: 1000, Settings: Settings{BucketMs: 1000}}
-	withDetails := 0
+	var withDetails []string // in the order of the sorted rules
 	for i := range 2000 {
 		if i%2 == 0 {
-			r.Rules = append(r.Rules, bigRule(fmt.Sprintf("r%d", i), 5, 2))
-			withDetails++
+			name := fmt.Sprintf("r%04d", i)
+			if i%4 == 0 {
+				name += strings.Repeat("n", 2000)
+			}
+			r.Rules = append(r.Rules, bigRule(name, int64(5000-i), 2))
+			withDetails = append(withDetails, name)
 		} else {
 			r.Rules = append(r.Rules, &Rule{Domain: "edge", Rule: fmt.Sprintf("quiet%d", i)})
 		}
@@ -80,13 +87,57 @@ func TestMarkdownCountsRulesLeftOut(t *testing.T) {
 	if len(s) > MaxMarkdown {
 		t.Fatalf("got %d characters, want at most %d", len(s), MaxMarkdown)
 	}
-	shown := strings.Count(s, "<details><summary><code>")
+	var shown []string
+	for _, m := range regexp.MustCompile(`<details><summary><code>edge/([^<]*)</code>`).FindAllStringSubmatch(s, -1) {
+		shown = append(shown, m[1])
+	}
+	if len(shown) == 0 || len(shown) == len(withDetails) {
+		t.Fatalf("rules with details shown: got %d, want some of %d", len(shown), len(withDetails))
+	}
+	// The details kept are the most-denying rules': never a later rule's in place of an earlier.
+	if !slices.Equal(shown, withDetails[:len(shown)]) {
+		t.Errorf("details shown are not the first %d rules' in order", len(shown))
+	}
 	m := regexp.MustCompile(`Details of (\d+) more rules left out`).FindStringSubmatch(s)
 	if m == nil {
 		t.Fatal("no note of rules left out")
 	}
-	if got, want := m[1], strconv.Itoa(withDetails-shown); got != want {
-		t.Errorf("rules left out: got %s, want %s (%d with details, %d shown)", got, want, withDetails, shown)
+	if got, want := m[1], strconv.Itoa(len(withDetails)-len(shown)); got != want {
+		t.Errorf("rules left out: got %s, want %s (%d with details, %d shown)", got, want, len(withDetails), len(shown))
+	}
+}
+
+func TestFitDetails(t *testing.T) {
+	// details returns a rule's details whose head is n bytes long, with rows of 100 bytes.
+	details := func(n, rows int) ruleDetails {
+		d := ruleDetails{head: strings.Repeat("h", n)}
+		for range rows {
+			d.rows = append(d.rows, strings.Repeat("r", 100))
+		}
+		return d
+	}
+	end := len(detailsEnd)
+	for i, tt := range []struct {
+		rules  []ruleDetails
+		budget int
+		want   []int
+	}{
+		// Everything fits.
+		{rules: []ruleDetails{details(10, 2), details(10, 1)}, budget: 1000, want: []int{2, 1}},
+		// Rows are cut to the same number for every rule.
+		{rules: []ruleDetails{details(10, 5), details(10, 5)},
+			budget: 2*(10+end+len(identitiesHeader)+200+len(identitiesLeftOut(3))) + 5, want: []int{2, 2}},
+		// Not even the heads fit: the first rule's fits, the second's not, and the third is
+		// left out too though it would fit in what remains.
+		{rules: []ruleDetails{details(10, 1), details(100, 1), details(10, 1)},
+			budget: 3*(10+end+len(identitiesLeftOut(1))) + 5, want: []int{0, -1, -1}},
+		// Not even the first rule's head fits.
+		{rules: []ruleDetails{details(100, 0), details(10, 0)}, budget: 50, want: []int{-1, -1}},
+		{rules: nil, budget: 0, want: []int{}},
+	} {
+		if got := fitDetails(tt.rules, tt.budget); !slices.Equal(got, tt.want) {
+			t.Errorf("step %d: got %v, want %v", i, got, tt.want)
+		}
 	}
 }
 
@@ -102,8 +153,8 @@ func TestMarkdownRequestFigures(t *testing.T) {
 	s := b.String()
 	for _, want := range []string{"| Requests would be denied (by any rule) | 7 (0.70% of requests) |", "| Requests rejected at their stage | 4 |",
 		"Rule decisions, summed over rules (a request two rules deny counts twice)", "| Would deny | 2100 |",
-		"10 records (1.00%) lack the field of `--assign field:node`; they went to a gateway named \"unnamed\"",
-		"3 records were logged before an earlier one of their log"} {
+		"> ⚠️ 10 records (1.00%) lack the field of --assign field:node; they went to a gateway named \"unnamed\".\n",
+		"> ⚠️ 3 records were logged before an earlier one of their log"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("markdown lacks %q", want)
 		}

@@ -130,3 +130,45 @@ func TestNiceCeil(t *testing.T) {
 		}
 	}
 }
+
+func TestWarningsInEveryFormat(t *testing.T) {
+	r := sample(1)
+	r.AssignMissing, r.Reordered, r.Settings.Assignment = 10, 3, "field:a_b|<c>"
+	if got, want := len(Warnings(r)), 3; got != want {
+		t.Fatalf("warnings: got %d, want %d: %q", got, want, Warnings(r))
+	}
+	for _, tt := range []struct {
+		format string
+		want   []string
+	}{
+		{"markdown", []string{
+			"> ⚠️ 10 records (1.00%) lack the field of --assign field:a\\_b\\|\\<c\\>; they went to a gateway named \"unnamed\".\n\n",
+			"> ⚠️ 3 records were logged before an earlier one of their log; they were replayed at the later time.\n\n",
+			"> ⚠️ No request carried a user (a JWT subject or a TLS fingerprint), so shared-NAT collateral cannot be seen in this log.\n\n"}},
+		{"html", []string{
+			`<div class="warn">&#9888; 10 records (1.00%) lack the field of --assign field:a_b|&lt;c&gt;; they went to a gateway named &#34;unnamed&#34;.</div>`,
+			`<div class="warn">&#9888; 3 records were logged before an earlier one of their log; they were replayed at the later time.</div>`,
+			`<div class="warn">&#9888; No request carried a user (a JWT subject or a TLS fingerprint), so shared-NAT collateral cannot be seen in this log.</div>`}},
+	} {
+		var b strings.Builder
+		if err := Write(&b, r, tt.format); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s lacks %q", tt.format, w)
+			}
+		}
+	}
+	// With users seen, and nothing missing or late, there is nothing to warn of.
+	r.AssignMissing, r.Reordered, r.Totals.RequestsWithUser = 0, 0, 900
+	for _, format := range []string{"markdown", "html"} {
+		var b strings.Builder
+		if err := Write(&b, r, format); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(b.String(), "⚠️") || strings.Contains(b.String(), `class="warn"`) {
+			t.Errorf("%s: got a warning, want none", format)
+		}
+	}
+}

@@ -122,11 +122,3 @@ func window(r *Report) string {
 	return fmt.Sprintf("%s to %s (%s)", time.UnixMilli(r.StartMs).UTC().Format("2006-01-02T15:04:05Z"),
 		time.UnixMilli(r.EndMs).UTC().Format("15:04:05Z"), time.Duration(r.EndMs-r.StartMs)*time.Millisecond)
 }
-
-// missingGoes says where records without the field of an assignment went.
-func missingGoes(assignment string) string {
-	if strings.HasPrefix(assignment, "field:") {
-		return `they went to a gateway named "unnamed"`
-	}
-	return "they all went to one gateway"
-}
