@@ -502,3 +502,32 @@ func TestIsSmallInt(t *testing.T) {
 		}
 	}
 }
+
+// When a line has several keys of one field, the first non-empty one in defaultKeys' order
+// wins wherever it is in the line, and an empty ("-") one never clears a value.
+func TestKeyPrecedence(t *testing.T) {
+	const ts = `"start_time":"2024-05-01T12:00:00Z"`
+	tests := []struct {
+		name, input        string
+		opts               Options
+		wantPath, wantAddr string
+	}{
+		{"original path after the rewritten one", `{` + ts + `,"path":"/v2/x","x-envoy-original-path":"/x"}`, Options{}, "/x", ""},
+		{"original path before the rewritten one", `{` + ts + `,"x-envoy-original-path":"/x","path":"/v2/x"}`, Options{}, "/x", ""},
+		{"no original path", `{` + ts + `,"x-envoy-original-path":"-","path":"/a"}`, Options{}, "/a", ""},
+		{"an empty alias keeps the value", `{` + ts + `,"path":"/a","uri":"-"}`, Options{}, "/a", ""},
+		{"trusted address after the peer", `{` + ts + `,"downstream_direct_remote_address":"10.0.0.1:5","downstream_remote_address":"203.0.113.7:9"}`, Options{}, "", "203.0.113.7:9"},
+		{"trusted address before the peer", `{` + ts + `,"downstream_remote_address":"203.0.113.7:9","downstream_direct_remote_address":"10.0.0.1:5"}`, Options{}, "", "203.0.113.7:9"},
+		{"csv", "start_time,path,x-envoy-original-path\n2024-05-01T12:00:00Z,/v2/x,/x", Options{Format: FormatCSV}, "/x", ""},
+	}
+	for _, tt := range tests {
+		recs, bad := readAll(t, tt.input+"\n", tt.opts)
+		if len(bad) > 0 || len(recs) != 1 {
+			t.Errorf("%s: %d records, bad %v", tt.name, len(recs), bad)
+			continue
+		}
+		if recs[0].Path != tt.wantPath || recs[0].RemoteAddr != tt.wantAddr {
+			t.Errorf("%s: path %q, address %q; want %q, %q", tt.name, recs[0].Path, recs[0].RemoteAddr, tt.wantPath, tt.wantAddr)
+		}
+	}
+}

@@ -14,6 +14,7 @@ type csvState struct {
 	keys    map[string]target
 	columns []target // from the header row
 	hasCol  []bool
+	ranks   fieldRanks // the current line's (target.set)
 }
 
 func splitCSV(line string) ([]string, error) {
@@ -83,9 +84,10 @@ func (c *csvState) parse(line string, rec *Record) error {
 	if len(fields) != len(c.columns) {
 		return fmt.Errorf("csv: %d fields, header has %d", len(fields), len(c.columns))
 	}
+	c.ranks.reset()
 	for i, v := range fields {
 		if c.hasCol[i] {
-			if err := c.columns[i].set(rec, v); err != nil {
+			if err := c.columns[i].set(rec, v, &c.ranks); err != nil {
 				return err
 			}
 		}

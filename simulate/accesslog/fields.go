@@ -46,10 +46,13 @@ var fieldByName = map[string]field{
 
 // defaultKeys are the log keys (JSON keys, CSV columns) each well-known field is read from
 // unless a mapping says otherwise: Envoy's and Istio's names first, then common JSON-lines names.
+// When a record has several of a field's keys, the first non-empty one in this order wins,
+// wherever it is in the line: the path before a router rewrite (x-envoy-original-path, the
+// one the rate limit filter saw), the trusted downstream address before the direct peer.
 var defaultKeys = map[field][]string{
 	fieldTime:      {"start_time", "timestamp", "time", "ts", "@timestamp"},
 	fieldMethod:    {"method", ":method", "request_method"},
-	fieldPath:      {"path", ":path", "x-envoy-original-path", "request_path", "uri"},
+	fieldPath:      {"x-envoy-original-path", "path", ":path", "request_path", "uri"},
 	fieldProtocol:  {"protocol"},
 	fieldStatus:    {"response_code", "status", "status_code", "code"},
 	fieldAuthority: {"authority", ":authority", "host"},
@@ -110,6 +113,21 @@ type target struct {
 	name string // header name for fieldHeader
 	// fold says the key is a header name (lower case) that matches a log key in any case.
 	fold bool
+	// rank is the key's place among its field's keys (defaultKeys; a mapped key is 0): a
+	// value from a lower rank wins.
+	rank uint8
+}
+
+// fieldRanks holds, per well-known field, the rank of the key the current record's value came
+// from (unranked before any). Parsers reset it for each line.
+type fieldRanks [fieldHeader]uint8
+
+const unranked = math.MaxUint8
+
+func (r *fieldRanks) reset() {
+	for i := range r {
+		r[i] = unranked
+	}
 }
 
 // keyTable maps log keys to targets for one reader. Mapped keys replace the defaults of the
@@ -131,9 +149,9 @@ func keyTable(m Mapping, headers []string) map[string]target {
 		if mapped[f] {
 			continue
 		}
-		for _, k := range keys {
+		for i, k := range keys {
 			if _, taken := t[k]; !taken {
-				t[k] = target{f: f, fold: headerKeys[k]}
+				t[k] = target{f: f, fold: headerKeys[k], rank: uint8(i)}
 			}
 		}
 	}
@@ -164,16 +182,20 @@ func timeKeys(m Mapping) string {
 	return strings.Join(keys[:len(keys)-1], ", ") + " or " + keys[len(keys)-1]
 }
 
-// set stores value v into rec's field.
-func (tg target) set(rec *Record, v string) error {
-	if v == "-" {
-		v = ""
+// set stores value v into rec's field, unless it is empty or the field already has a value
+// from a key of lower rank (ranks).
+func (tg target) set(rec *Record, v string, ranks *fieldRanks) error {
+	if v == "" || v == "-" {
+		return nil
+	}
+	if tg.f < fieldHeader {
+		if tg.rank > ranks[tg.f] {
+			return nil
+		}
+		ranks[tg.f] = tg.rank
 	}
 	switch tg.f {
 	case fieldTime:
-		if v == "" {
-			return nil
-		}
 		ms, err := parseTime(v)
 		if err != nil {
 			return err
@@ -186,9 +208,6 @@ func (tg target) set(rec *Record, v string) error {
 	case fieldProtocol:
 		rec.Protocol = v
 	case fieldStatus:
-		if v == "" {
-			return nil
-		}
 		n, err := atoi(v)
 		if err != nil {
 			return fmt.Errorf("response code %q: not a number", v)
@@ -207,9 +226,7 @@ func (tg target) set(rec *Record, v string) error {
 	case fieldRemote:
 		rec.RemoteAddr = v
 	case fieldHeader:
-		if v != "" {
-			rec.Headers = append(rec.Headers, Header{Name: tg.name, Value: v})
-		}
+		rec.Headers = append(rec.Headers, Header{Name: tg.name, Value: v})
 	}
 	return nil
 }

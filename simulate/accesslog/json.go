@@ -18,6 +18,7 @@ type jsonParser struct {
 	// nested records whether any mapped key is dotted, so plain logs skip objects quickly.
 	nestedChecked bool
 	nested        bool
+	ranks         fieldRanks // the current line's (target.set)
 }
 
 // keyIndex finds the target of a log key. Every key of every line is looked up, most of them
@@ -117,6 +118,7 @@ func (p *jsonParser) parse(line string, rec *Record) error {
 		}
 		p.nestedChecked = true
 	}
+	p.ranks.reset()
 	sc := jsonScan{s: line}
 	sc.ws()
 	if sc.i >= len(sc.s) || sc.s[sc.i] != '{' {
@@ -170,7 +172,7 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 				return err
 			}
 			if tg, ok := p.keys.find(path); ok {
-				if err := tg.set(rec, v); err != nil {
+				if err := tg.set(rec, v, &p.ranks); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 			}
@@ -188,7 +190,7 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 				return err
 			}
 			if tg, ok := p.keys.find(path); ok && sc.s[start] != 'n' {
-				if err := tg.set(rec, sc.s[start:sc.i]); err != nil {
+				if err := tg.set(rec, sc.s[start:sc.i], &p.ranks); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 			}
