@@ -531,3 +531,15 @@ func TestKeyPrecedence(t *testing.T) {
 		}
 	}
 }
+
+// Envoy's default text format has fixed fields: a mapping is refused rather than ignored.
+func TestTextFormatRefusesMapping(t *testing.T) {
+	line := `[2024-05-01T12:00:00.001Z] "GET /a HTTP/1.1" 200 - 0 10 1 - "1.2.3.4" "ua" "id" "host" "10.0.0.1:80"` + "\n"
+	_, err := NewReader("log", strings.NewReader(line), Options{Mapping: Mapping{"start_time": "ts"}})
+	if err == nil || !strings.Contains(err.Error(), "--field does not apply") {
+		t.Errorf("text log with --field: got %v, want a refusal", err)
+	}
+	if _, err := NewReader("log", strings.NewReader(line), Options{}); err != nil {
+		t.Errorf("text log without --field: %v", err)
+	}
+}

@@ -98,6 +98,10 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 		p := &jsonParser{keys: newKeyIndex(keys)}
 		rd.read = p.parse
 	case FormatEnvoyText:
+		if len(opts.Mapping) > 0 {
+			// The text format's fields are fixed by position; a mapping would be ignored.
+			return nil, fmt.Errorf("%s: --field does not apply to Envoy's default text format, whose fields are fixed", name)
+		}
 		rd.read = parseText
 	case FormatCSV:
 		c := &csvState{keys: keys}
