@@ -3,18 +3,19 @@ package enforcer
 import (
 	"errors"
 	"fmt"
-	"google.golang.org/grpc"
-	"io"
 	"log/slog"
+	"net"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 )
 
 // Config configures an Enforcer. Every field has a command-line flag and an environment twin
-// (see Flags); the zero value of a field means its default.
+// (see Flags); the zero value of a field means its default. (On the command line, where a
+// flag's default is explicit, a 0 that means nothing sensible is rejected instead: see
+// ParseArgs.)
 type Config struct {
 	// SnapshotPath is the policy snapshot written by `rlctl render --target snapshot`. It is
 	// watched and reloaded when it changes.
@@ -47,7 +48,7 @@ type Config struct {
 	BreakerCooldown time.Duration
 	// RedisPipelines is how many Redis pipelines may be in flight at once (default 4):
 	// concurrent store calls queue and share them (engine.Pipelined). Negative sends every call
-	// on its own round trip.
+	// on its own round trip. Redis only.
 	RedisPipelines int
 
 	// InstanceID decides canary membership (default $POD_NAME, then the hostname).
@@ -90,8 +91,40 @@ const (
 // redisPipelineBatch caps the store calls in one Redis pipeline.
 const redisPipelineBatch = 64
 
-// withDefaults returns c with defaults applied, or an error naming the bad setting.
+// settingError is an invalid setting, named by its flag so that the message points at what to
+// change. It is a usage error.
+type settingError struct {
+	flag string // the flag's name, without dashes
+	msg  string
+	env  bool // the value came from the flag's environment twin
+}
+
+func settingf(flag, format string, args ...any) *settingError {
+	return &settingError{flag: flag, msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *settingError) Error() string {
+	if e.env {
+		return fmt.Sprintf("--%s (%s): %s", e.flag, envName(e.flag), e.msg)
+	}
+	return fmt.Sprintf("--%s: %s", e.flag, e.msg)
+}
+
+func (e *settingError) Is(target error) bool { return target == ErrUsage }
+
+// withDefaults returns c with defaults applied, or an error naming each bad setting.
 func (c Config) withDefaults() (Config, error) {
+	c, errs := c.check()
+	joined := make([]error, len(errs))
+	for i, err := range errs {
+		joined[i] = err
+	}
+	return c, errors.Join(joined...)
+}
+
+// check applies the defaults to c's zero fields and returns every bad setting, named by its
+// flag, in flag order.
+func (c Config) check() (Config, []*settingError) {
 	if c.GRPCAddr == "" {
 		c.GRPCAddr = DefaultGRPCAddr
 	}
@@ -125,105 +158,91 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	var errs []error
+
+	var errs []*settingError
+	if c.SnapshotPath == "" {
+		errs = append(errs, settingf("config", "required: the snapshot file written by rlctl render --target snapshot"))
+	}
+	if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
+		errs = append(errs, settingf("grpc-addr", "%q: want host:port", c.GRPCAddr))
+	}
+	if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil && c.AdminAddr != "off" {
+		errs = append(errs, settingf("admin-addr", "%q: want host:port, or off", c.AdminAddr))
+	}
 	switch c.Store {
 	case "memory":
-	case "redis":
-		n := 0
-		for _, set := range []bool{c.RedisURL != "", len(c.SentinelAddrs) > 0, len(c.ClusterAddrs) > 0} {
-			if set {
-				n++
+		// The Redis flags mean nothing here: rather than let each sidecar silently keep counters
+		// of its own, say what is missing. (ParseArgs checks --redis-pipelines, whose zero
+		// value is its default.)
+		for _, set := range []struct {
+			flag string
+			set  bool
+		}{
+			{"redis-url", c.RedisURL != ""},
+			{"redis-sentinel-master", c.SentinelMaster != ""},
+			{"redis-sentinel-addrs", len(c.SentinelAddrs) > 0},
+			{"redis-cluster-addrs", len(c.ClusterAddrs) > 0},
+			{"redis-password", c.RedisPassword != ""},
+		} {
+			if set.set {
+				errs = append(errs, redisOnlyError(set.flag))
 			}
 		}
-		if n != 1 {
-			errs = append(errs, errors.New("--store redis needs exactly one of --redis-url, --redis-sentinel-addrs, --redis-cluster-addrs"))
+	case "redis":
+		var given []string
+		for _, a := range []struct {
+			flag string
+			set  bool
+		}{
+			{"redis-url", c.RedisURL != ""},
+			{"redis-sentinel-addrs", len(c.SentinelAddrs) > 0},
+			{"redis-cluster-addrs", len(c.ClusterAddrs) > 0},
+		} {
+			if a.set {
+				given = append(given, a.flag)
+			}
+		}
+		switch {
+		case len(given) == 0:
+			errs = append(errs, settingf("store", "redis needs one of --redis-url, --redis-sentinel-addrs (with --redis-sentinel-master) or --redis-cluster-addrs"))
+		case len(given) > 1:
+			for _, f := range given[1:] {
+				errs = append(errs, settingf(f, "cannot be combined with --%s: give one Redis address flag", given[0]))
+			}
+		}
+		if c.RedisURL != "" {
+			if _, err := redis.ParseURL(c.RedisURL); err != nil {
+				errs = append(errs, settingf("redis-url", "%v", err))
+			}
 		}
 		if len(c.SentinelAddrs) > 0 && c.SentinelMaster == "" {
-			errs = append(errs, errors.New("--redis-sentinel-addrs needs --redis-sentinel-master"))
+			errs = append(errs, settingf("redis-sentinel-addrs", "needs --redis-sentinel-master"))
+		}
+		if c.SentinelMaster != "" && len(c.SentinelAddrs) == 0 {
+			errs = append(errs, settingf("redis-sentinel-master", "needs --redis-sentinel-addrs"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("--store %q: want memory or redis", c.Store))
+		errs = append(errs, settingf("store", "%q: want memory or redis", c.Store))
 	}
-	if c.SnapshotPath == "" {
-		errs = append(errs, errors.New("--config: a snapshot file is required"))
-	}
-	if c.StoreTimeout < 0 || c.BreakerCooldown < 0 || c.ShutdownTimeout < 0 {
-		errs = append(errs, errors.New("durations must not be negative"))
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"store-timeout", c.StoreTimeout},
+		{"breaker-cooldown", c.BreakerCooldown},
+		{"shutdown-timeout", c.ShutdownTimeout},
+	} {
+		if d.v < 0 {
+			errs = append(errs, settingf(d.flag, "%v: must not be negative", d.v))
+		}
 	}
 	if c.BreakerFailures < 0 {
-		errs = append(errs, fmt.Errorf("--breaker-failures %d: must be at least 1", c.BreakerFailures))
+		errs = append(errs, settingf("breaker-failures", "%d: must be at least 1", c.BreakerFailures))
 	}
-	return c, errors.Join(errs...)
+	return c, errs
 }
 
-// EnvPrefix starts the environment twin of every flag: --store-timeout is
-// RLCTL_ENFORCER_STORE_TIMEOUT.
-const EnvPrefix = "RLCTL_ENFORCER_"
-
-// Flags returns a flag set bound to c. Call ApplyEnv after parsing it.
-func Flags(c *Config) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("rlctl-enforcer", pflag.ContinueOnError)
-	fs.StringVar(&c.SnapshotPath, "config", "", "policy snapshot file (rlctl render --target snapshot); reloaded on change")
-	fs.StringVar(&c.GRPCAddr, "grpc-addr", DefaultGRPCAddr, "RLS v3 gRPC listen address")
-	fs.StringVar(&c.AdminAddr, "admin-addr", DefaultAdminAddr, `admin HTTP address for /metrics /healthz /readyz /config ("off" disables)`)
-	fs.StringVar(&c.Store, "store", "memory", "token store: memory (single instance) or redis")
-	fs.StringVar(&c.RedisURL, "redis-url", "", "single Redis URL, e.g. redis://127.0.0.1:6379/0")
-	fs.StringVar(&c.SentinelMaster, "redis-sentinel-master", "", "Sentinel master name")
-	fs.StringSliceVar(&c.SentinelAddrs, "redis-sentinel-addrs", nil, "Sentinel addresses host:port,...")
-	fs.StringSliceVar(&c.ClusterAddrs, "redis-cluster-addrs", nil, "Redis Cluster seed addresses host:port,...")
-	fs.StringVar(&c.RedisPassword, "redis-password", "", "Redis password (prefer the environment twin)")
-	fs.DurationVar(&c.StoreTimeout, "store-timeout", DefaultStoreTimeout, "hard timeout of every store call")
-	fs.IntVar(&c.BreakerFailures, "breaker-failures", DefaultBreakerFailures, "consecutive store failures that open the circuit breaker")
-	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", DefaultBreakerCooldown, "how long the open breaker waits before a probe")
-	fs.IntVar(&c.RedisPipelines, "redis-pipelines", DefaultRedisPipelines, "Redis pipelines in flight at once, shared by concurrent store calls; -1 sends each call on its own")
-	fs.StringVar(&c.InstanceID, "instance-id", "", "instance identity for canary membership (default $POD_NAME, then hostname)")
-	fs.StringVar(&c.JournalPath, "journal", "", "write the decision journal to this file (off by default)")
-	fs.BoolVar(&c.JournalBlock, "journal-block", false, "block decisions instead of dropping journal records when the journal falls behind")
-	fs.BoolVar(&c.LegacyHeaders, "legacy-headers", false, "also send X-RateLimit-Limit, -Remaining and -Reset")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "graceful shutdown bound")
-	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent, "Go GC target percentage for the process, overriding GOGC; -1 disables the collector")
-	return fs
+// redisOnlyError is the error for a Redis flag given with the memory store.
+func redisOnlyError(flag string) *settingError {
+	return settingf(flag, "applies to the Redis store only: add --store redis")
 }
-
-// ApplyEnv sets every flag that was not given on the command line from its environment twin,
-// EnvPrefix plus the flag name upper-cased with '-' as '_'.
-func ApplyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
-	var errs []error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed {
-			return
-		}
-		name := EnvPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			}
-		}
-	})
-	return errors.Join(errs...)
-}
-
-// ParseArgs parses command-line arguments and the environment into a Config. The returned
-// error is a usage error; pflag.ErrHelp means --help was asked for and usage was printed to
-// stderr.
-func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	var c Config
-	fs := Flags(&c)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: rlctl-enforcer [flags]\n\n%s\nEvery flag has an environment twin: %sFLAG_NAME.\n\nFlags:\n%s", usageText, EnvPrefix, fs.FlagUsages())
-	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := ApplyEnv(fs, getenv); err != nil {
-		return c, err
-	}
-	return c, nil
-}
-
-const usageText = `rlctl-enforcer is the rate-limit sidecar: it answers Envoy's Rate Limit Service (RLS v3) over
-gRPC, enforcing the policy snapshot rendered by rlctl, and leases tokens from Redis in batches.`

@@ -79,7 +79,8 @@ type Enforcer struct {
 	journalFile *os.File
 	seq         atomic.Uint64
 	inflight    atomic.Int64 // ShouldRateLimit calls in progress
-	gen         int          // config generations loaded; reloads run one at a time
+	reloadMu    sync.Mutex   // reloads run one at a time
+	gen         int          // config generations loaded, under reloadMu
 
 	grpc    *grpc.Server
 	health  *health.Server
@@ -87,6 +88,7 @@ type Enforcer struct {
 	admin   *http.Server
 	adminLn net.Listener
 	ready   atomic.Bool
+	started bool // Spawn succeeded: Close logs the stop
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -110,6 +112,7 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 	e.order = newOrder(e.clock, c.JournalPath != "")
 	defer func() {
 		if err != nil {
+			e.log.Error("enforcer failed to start", "error", err.Error())
 			e.Close()
 			e = nil
 		}
@@ -150,9 +153,20 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.leasing.sweep(runCtx) }()
 	e.ready.Store(true)
+	e.started = true
 	e.log.Info("enforcer started", "grpc", e.GRPCAddr(), "admin", e.AdminAddr(), "store", c.Store,
 		"instance", c.InstanceID, "config_version", e.cfg.Load().version)
 	return e, nil
+}
+
+// Reload reads the snapshot file now and swaps it in, as a change to the file does (Main calls
+// it on SIGHUP). On error the old config keeps serving; the error is also logged and counted in
+// rate_limit_config_reloads_total{result="error"}.
+func (e *Enforcer) Reload() error {
+	if !e.ready.Load() {
+		return errors.New("enforcer: reload: not serving")
+	}
+	return e.reload()
 }
 
 // GRPCAddr is the address the RLS gRPC service listens on.
@@ -238,8 +252,13 @@ func (e *Enforcer) Close() error {
 			errs = append(errs, e.journalFile.Close())
 		}
 		e.closeErr = errors.Join(errs...)
-		if e.log != nil {
-			e.log.Info("enforcer stopped", "error", e.closeErr)
+		switch {
+		case !e.started:
+			// Spawn failed and logs why; nothing was serving, so nothing stopped.
+		case e.closeErr != nil:
+			e.log.Error("enforcer stopped uncleanly", "error", e.closeErr.Error())
+		default:
+			e.log.Info("enforcer stopped")
 		}
 	})
 	return e.closeErr

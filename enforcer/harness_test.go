@@ -142,7 +142,14 @@ func header(resp *rlsv3.RateLimitResponse, name string) string {
 // metric returns the value of the sample line starting with prefix on /metrics, or -1.
 func (in *instance) metric(t testing.TB, prefix string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + in.AdminAddr() + "/metrics")
+	return scrape(t, in.AdminAddr(), prefix)
+}
+
+// scrape returns the value of the sample line starting with prefix on the /metrics of the
+// admin server at addr, or -1.
+func scrape(t testing.TB, addr, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

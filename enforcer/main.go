@@ -6,35 +6,108 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/spf13/pflag"
 )
 
+// Exit codes of rlctl-enforcer. They are public API, as rlctl's are: never renumber one.
+const (
+	// ExitClean means a clean shutdown, or --help or --version.
+	ExitClean = 0
+	// ExitFailure means the enforcer could not start (the snapshot is missing or invalid, an
+	// address is in use, the journal cannot be written) or did not shut down cleanly.
+	ExitFailure = 1
+	// ExitUsage means an unknown flag, or an invalid flag or environment value.
+	ExitUsage = 3
+)
+
 // ErrUsage wraps errors in the command line or environment.
 var ErrUsage = errors.New("usage")
 
-// Main runs rlctl-enforcer with args until ctx is done, then shuts down gracefully. Settings
-// come from args, then from the environment twins that getenv reads. It returns nil after a
-// clean shutdown, and an error wrapping ErrUsage for a bad command line.
-func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	c, err := ParseArgs(args, getenv, stderr)
-	if errors.Is(err, pflag.ErrHelp) {
+// ExitCode maps the error Main returned onto the process exit code.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitClean
+	case errors.Is(err, ErrUsage):
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// Process is what Main takes from the process it runs in.
+type Process struct {
+	// Version is the build's version, printed by --version.
+	Version string
+	// Args are the command-line arguments, without the program name.
+	Args []string
+	// Getenv reads the environment twins of the flags.
+	Getenv func(string) string
+	// Stdout receives --help and --version; Stderr the logs.
+	Stdout, Stderr io.Writer
+	// Reload receives a value for each request to reload the snapshot now (SIGHUP).
+	Reload <-chan os.Signal
+}
+
+// Main runs rlctl-enforcer until ctx is done, then shuts down gracefully. Settings come from
+// p.Args, then from the environment twins. Every setting is checked before anything starts. It
+// returns nil after a clean shutdown (or --help, --version), and an error wrapping ErrUsage for a
+// bad command line or environment; see ExitCode.
+func Main(ctx context.Context, p Process) error {
+	c, err := ParseArgs(p.Args, p.Getenv, p.Stdout)
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
 		return nil
+	case errors.Is(err, ErrVersion):
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(p.Stdout, versionLine(p.Version, bi))
+		return nil
+	case err != nil:
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUsage, err)
-	}
-	c.Logger = slog.New(slog.NewJSONHandler(stderr, nil))
-	if c.GCPercent < -1 {
-		return fmt.Errorf("%w: --gc-percent %d: want -1 or more", ErrUsage, c.GCPercent)
-	}
+	c.Logger = slog.New(slog.NewJSONHandler(p.Stderr, nil))
 	debug.SetGCPercent(c.GCPercent)
 	e, err := Spawn(ctx, c)
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
-	c.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
-	return e.Close()
+	for {
+		select {
+		case sig := <-p.Reload:
+			c.Logger.Info("reloading the snapshot", "signal", sig.String())
+			_ = e.Reload() // a rejected file is logged and counted; the old config keeps serving
+		case <-ctx.Done():
+			c.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
+			return e.Close()
+		}
+	}
+}
+
+// versionLine is what --version prints: rlctl version's text, with the VCS revision that bi
+// (nil when unknown) records, and whether the working tree was modified.
+func versionLine(version string, bi *debug.BuildInfo) string {
+	if version == "" {
+		version = "dev"
+	}
+	rev, modified := "", false
+	if bi != nil {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if rev != "" {
+		rev = ", revision " + rev
+		if modified {
+			rev += ", modified"
+		}
+	}
+	return fmt.Sprintf("rlctl-enforcer %s (%s, %s/%s%s)", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, rev)
 }

@@ -92,7 +92,7 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 	}, []string{"result"})
 	m.invalid = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_invalid_requests_total",
-		Help: "ShouldRateLimit calls rejected with InvalidArgument, by reason.",
+		Help: "ShouldRateLimit calls rejected with InvalidArgument, by reason (empty_domain, no_descriptors, empty_descriptor, empty_key, too_large, bad_override, unsupported).",
 	}, []string{"reason"})
 	m.journalDrops = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "rate_limit_journal_dropped_total",
@@ -106,7 +106,16 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 		m.leaseSize, m.breaker, m.breakerTrans, m.configVer, m.configInfo, m.reloads, m.invalid,
 		m.journalDrops, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Series with known label values start at 0, so that a dashboard or an alert on rate() sees
+	// them before the first event. (Per-rule series start when a rule is compiled; the store's
+	// when the store is wrapped, see newGuardedStore.)
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
+	for _, r := range invalidReasons {
+		m.invalid.WithLabelValues(r)
+	}
+	for _, s := range []BreakerState{BreakerClosed, BreakerHalfOpen, BreakerOpen} {
+		m.breakerTrans.WithLabelValues(s.String())
+	}
 	return m
 }

@@ -17,6 +17,8 @@ import (
 // the old config keeps serving. Store state lives in the store and leases in the limiter, both
 // keyed by domain, rule and values, so the counters and leases of unchanged rules survive.
 func (e *Enforcer) reload() error {
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
 	raw, err := readFile(e.conf.SnapshotPath)
 	if err == nil {
 		var rc *runtimeConfig

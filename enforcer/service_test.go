@@ -227,3 +227,24 @@ func TestTightestLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsStartAtZero checks that the documented series with known label values are on
+// /metrics before their first event, so that rate() and alerts see them from the start.
+func TestMetricsStartAtZero(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	for _, series := range []string{
+		`rate_limit_invalid_requests_total{reason="empty_domain"}`,
+		`rate_limit_invalid_requests_total{reason="too_large"}`,
+		`rate_limit_invalid_requests_total{reason="bad_override"}`,
+		`rate_limit_breaker_transitions_total{to="open"}`,
+		`rate_limit_config_reloads_total{result="error"}`,
+		`rate_limit_store_calls_total{op="take",result="timeout"}`,
+		`rate_limit_bypassed_total{domain="edge",reason="redis_circuit_open",rule="open"}`,
+		`rate_limit_journal_dropped_total`,
+		`rate_limit_breaker_state`,
+	} {
+		if got := in.metric(t, series); got != 0 {
+			t.Errorf("%s: got %v, want 0 (-1 is missing)", series, got)
+		}
+	}
+}

@@ -20,6 +20,21 @@ const (
 	MaxHits = 1_000_000_000
 )
 
+// Reasons of rate_limit_invalid_requests_total.
+const (
+	reasonEmptyDomain     = "empty_domain"
+	reasonTooLarge        = "too_large"
+	reasonNoDescriptors   = "no_descriptors"
+	reasonEmptyDescriptor = "empty_descriptor"
+	reasonUnsupported     = "unsupported"
+	reasonBadOverride     = "bad_override"
+	reasonEmptyKey        = "empty_key"
+)
+
+// invalidReasons are every reason, so that each series is exported from the start.
+var invalidReasons = []string{reasonEmptyDomain, reasonTooLarge, reasonNoDescriptors,
+	reasonEmptyDescriptor, reasonUnsupported, reasonBadOverride, reasonEmptyKey}
+
 // invalid is a request error: a gRPC InvalidArgument status and the metric reason.
 type invalid struct {
 	reason string
@@ -31,43 +46,43 @@ type invalid struct {
 func validateRequest(req *rlsv3.RateLimitRequest) *invalid {
 	switch {
 	case req.GetDomain() == "":
-		return invalidf("empty_domain", "domain is empty")
+		return invalidf(reasonEmptyDomain, "domain is empty")
 	case len(req.Domain) > MaxDomainLen:
-		return invalidf("too_large", "domain is %d bytes, over the cap of %d", len(req.Domain), MaxDomainLen)
+		return invalidf(reasonTooLarge, "domain is %d bytes, over the cap of %d", len(req.Domain), MaxDomainLen)
 	case len(req.Descriptors) == 0:
-		return invalidf("no_descriptors", "no descriptors")
+		return invalidf(reasonNoDescriptors, "no descriptors")
 	case len(req.Descriptors) > MaxDescriptors:
-		return invalidf("too_large", "%d descriptors, over the cap of %d", len(req.Descriptors), MaxDescriptors)
+		return invalidf(reasonTooLarge, "%d descriptors, over the cap of %d", len(req.Descriptors), MaxDescriptors)
 	case req.HitsAddend > MaxHits:
-		return invalidf("too_large", "hits_addend %d is over the cap of %d", req.HitsAddend, MaxHits)
+		return invalidf(reasonTooLarge, "hits_addend %d is over the cap of %d", req.HitsAddend, MaxHits)
 	}
 	for i, d := range req.Descriptors {
 		switch {
 		case d == nil || len(d.Entries) == 0:
-			return invalidf("empty_descriptor", "descriptor %d has no entries", i)
+			return invalidf(reasonEmptyDescriptor, "descriptor %d has no entries", i)
 		case len(d.Entries) > MaxEntries:
-			return invalidf("too_large", "descriptor %d has %d entries, over the cap of %d", i, len(d.Entries), MaxEntries)
+			return invalidf(reasonTooLarge, "descriptor %d has %d entries, over the cap of %d", i, len(d.Entries), MaxEntries)
 		case d.HitsAddend != nil && d.HitsAddend.Value > MaxHits:
-			return invalidf("too_large", "descriptor %d: hits_addend %d is over the cap of %d", i, d.HitsAddend.Value, MaxHits)
+			return invalidf(reasonTooLarge, "descriptor %d: hits_addend %d is over the cap of %d", i, d.HitsAddend.Value, MaxHits)
 		case d.IsNegativeHits:
-			return invalidf("unsupported", "descriptor %d: is_negative_hits is not supported", i)
+			return invalidf(reasonUnsupported, "descriptor %d: is_negative_hits is not supported", i)
 		}
 		if l := d.Limit; l != nil {
 			if l.RequestsPerUnit == 0 {
-				return invalidf("bad_override", "descriptor %d: limit override has requests_per_unit 0", i)
+				return invalidf(reasonBadOverride, "descriptor %d: limit override has requests_per_unit 0", i)
 			}
 			if _, ok := overrideWindowMs(l); !ok {
-				return invalidf("bad_override", "descriptor %d: limit override has unit %v", i, l.Unit)
+				return invalidf(reasonBadOverride, "descriptor %d: limit override has unit %v", i, l.Unit)
 			}
 		}
 		for j, e := range d.Entries {
 			switch {
 			case e == nil || e.Key == "":
-				return invalidf("empty_key", "descriptor %d entry %d has an empty key", i, j)
+				return invalidf(reasonEmptyKey, "descriptor %d entry %d has an empty key", i, j)
 			case len(e.Key) > MaxKeyLen:
-				return invalidf("too_large", "descriptor %d entry %d: key is %d bytes, over the cap of %d", i, j, len(e.Key), MaxKeyLen)
+				return invalidf(reasonTooLarge, "descriptor %d entry %d: key is %d bytes, over the cap of %d", i, j, len(e.Key), MaxKeyLen)
 			case len(e.Value) > MaxValueLen:
-				return invalidf("too_large", "descriptor %d entry %d (%.64s): value is %d bytes, over the cap of %d", i, j, e.Key, len(e.Value), MaxValueLen)
+				return invalidf(reasonTooLarge, "descriptor %d entry %d (%.64s): value is %d bytes, over the cap of %d", i, j, e.Key, len(e.Value), MaxValueLen)
 			}
 		}
 	}
