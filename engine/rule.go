@@ -82,10 +82,13 @@ func LimitOf(l policy.Limit) (Limit, error) {
 		return Limit{}, err
 	}
 	el := Limit{Algorithm: alg, Requests: l.Requests, Window: l.WindowMs, Burst: l.Burst}
+	// Validated before the default burst becomes 0, so that an error names the burst the policy
+	// has; the capacity, and so the verdict, is the same either way.
+	err = el.Validate()
 	if el.Burst == el.Requests {
 		el.Burst = 0
 	}
-	return el, el.Validate()
+	return el, err
 }
 
 // RuleLimits returns the limits the engine enforces on each key of rule r, in r's order: LimitOf

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/rlctl/rlctl/policy"
@@ -26,6 +28,18 @@ func TestLimitOf(t *testing.T) {
 		if got != tt.want || (err != nil) != tt.wantErr {
 			t.Errorf("step %d: LimitOf(%+v) = %+v, %v; want %+v, error %v", i, tt.in, got, err, tt.want, tt.wantErr)
 		}
+	}
+}
+
+// TestLimitOfErrorNamesBurst: the error names the burst the policy has, not the 0 it becomes when
+// it equals the requests.
+func TestLimitOfErrorNamesBurst(t *testing.T) {
+	_, err := LimitOf(policy.Limit{Requests: 99999999, WindowMs: 365 * 24 * 3600 * 1000, Burst: 99999999})
+	if !errors.Is(err, ErrInexact) {
+		t.Fatalf("got %v, want ErrInexact", err)
+	}
+	if got, want := err.Error(), "limit: 99999999 per 31536000000ms burst 99999999 token_bucket: "; !strings.HasPrefix(got, want) {
+		t.Errorf("got %q, want it to start with %q", got, want)
 	}
 }
 

@@ -7,8 +7,9 @@
 // are the model's own (policy.Model.Validate: duplicate matches RL001, unknown descriptor keys
 // RL003, lease bounds RL005, canary percent RL013), since no consumer could use a model that fails
 // them; schema.Load refuses such a policy and lint reports the loader's problem under the check's
-// ID. Run loads a policy repository first and reports every other problem that stops it loading
-// (CUE syntax, schema, conflicts, values out of range) under the ID RL000.
+// ID, together with every other finding. Run loads a policy repository first and reports every
+// other problem that stops it loading (CUE syntax, schema, conflicts, values out of range) under
+// the ID RL000; those come alone, since the other checks need the model.
 package lint
 
 import (

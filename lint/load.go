@@ -1,7 +1,6 @@
 package lint
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/rlctl/rlctl/finding"
@@ -10,18 +9,20 @@ import (
 )
 
 // Run loads the policy repository made of paths (see schema.Load) and lints it. A policy that
-// does not load gives its problems as findings (see ProblemFindings) and no model findings. The
-// error is a tool error only, such as a path that does not exist (wrapping fs.ErrNotExist) or a
-// directory without policy files (wrapping schema.ErrNoPolicies).
+// decodes is linted in full, the checks the loader refuses included (see Lint). A policy that
+// does not decode (CUE syntax, schema violations, conflicts, bad values) gives its problems as
+// findings (see ProblemFindings) and no others: the other checks need the model. The error is a
+// tool error only, such as a path that does not exist (wrapping fs.ErrNotExist) or a directory
+// without policy files (wrapping schema.ErrNoPolicies).
 func Run(paths ...string) ([]finding.Finding, error) {
-	m, err := schema.Load(paths...)
+	m, probs, err := schema.LoadWithProblems(paths...)
 	if err != nil {
-		var probs schema.Problems
-		if !errors.As(err, &probs) {
-			return nil, err
-		}
+		return nil, err
+	}
+	if m == nil {
 		return ProblemFindings(probs), nil
 	}
+	// Lint reports the model's own problems (policy.Model.Validate), which are all of probs.
 	return Lint(m), nil
 }
 

@@ -3,6 +3,7 @@ package lint
 import (
 	"fmt"
 	"math/big"
+	"strconv"
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
@@ -25,17 +26,59 @@ func limitName(r *policy.Rule, i int) string {
 // double (RL004). The bound and the arithmetic are the engine's (engine.Limit.Validate); this
 // check only explains them with the rule's figures.
 func checkExactRange(_ *policy.Domain, r *policy.Rule, e *emitter) {
+	for _, x := range inexactLimits(r) {
+		e.at(x.pos, r, "%s: %s", x.name, x.reason)
+	}
+}
+
+// EngineProblems returns what the engine refuses in m although the model's own checks
+// (policy.Model.Validate) let it through: limits and fallback buckets whose arithmetic could
+// leave the exact integer range (RL004, check "exact-range"). The enforcer does not load a
+// snapshot with any, so render refuses such a model; lint reports the same problems as RL004
+// findings.
+func EngineProblems(m *policy.Model) policy.Problems {
+	var probs policy.Problems
+	for _, d := range m.Domains {
+		for _, r := range d.Rules {
+			for _, x := range inexactLimits(r) {
+				p := policy.Problem{Pos: x.pos, Path: policy.Path("domains", d.Name, "rules", r.Name) + "." + x.field,
+					Message: x.reason, Check: "exact-range"}
+				if p.Pos.File == "" {
+					p.Pos = r.Pos
+				}
+				probs = append(probs, p)
+			}
+		}
+	}
+	probs.Sort()
+	return probs
+}
+
+// inexact is a limit of a rule, or its fallback bucket, that the engine refuses.
+type inexact struct {
+	pos    policy.Pos // unknown for the fallback bucket
+	field  string     // its path below the rule: limits.0 or failure.fallback
+	name   string     // how messages name it: limit, limit 2 or fallback
+	reason string     // inexactReason
+}
+
+// inexactLimits returns r's limits and fallback bucket that the engine refuses (engine.LimitOf,
+// engine.FallbackLimits) for leaving the exact integer range. Limits with an unknown algorithm
+// are left to the model's own validation.
+func inexactLimits(r *policy.Rule) []inexact {
+	var out []inexact
 	for i, l := range r.Limits {
 		if _, err := engine.ParseAlgorithm(string(l.Algorithm)); err != nil {
 			continue // the model's own validation reports it (RL000)
 		}
 		if el, err := engine.LimitOf(l); err != nil {
-			e.at(l.Pos, r, "%s: %s", limitName(r, i), inexactReason(el))
+			out = append(out, inexact{pos: l.Pos, field: "limits." + strconv.Itoa(i), name: limitName(r, i), reason: inexactReason(el)})
 		}
 	}
 	if fb, err := engine.FallbackLimits(r); err != nil {
-		e.at(r.Pos, r, "fallback: %s", inexactReason(fb[0]))
+		out = append(out, inexact{field: "failure.fallback", name: "fallback", reason: inexactReason(fb[0])})
 	}
+	return out
 }
 
 // inexactReason explains why l failed engine.Limit.Validate, with the product that leaves the

@@ -89,6 +89,67 @@ func TestBadRepos(t *testing.T) {
 	}
 }
 
+// TestRunPastLoaderChecks: a problem the loader refuses but that leaves a model (lease bounds,
+// RL005) does not hide lint's other findings about the same policy.
+func TestRunPastLoaderChecks(t *testing.T) {
+	dir := t.TempDir()
+	src := `package policies
+
+domains: edge: {
+	sources: tenant: {kind: "header", header: "x-tenant-id"}
+	rules: a: {match: [{key: "tenant", value: "a"}], limits: [{requests: 10, window: "1s"}], lease: {min: 50, max: 20}}
+	rules: b: {match: [{key: "tenant", value: "b"}], limits: [{requests: 10, window: "1s"}], failure: mode: "closed"}
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := Run(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, f := range fs {
+		got[f.ID]++
+	}
+	// RL005 from the loader's check; RL009 (fail-closed without a reason) from lint's own.
+	if got["RL005"] != 1 || got["RL009"] != 1 {
+		t.Errorf("got findings\n%s\nwant one RL005 and one RL009", lines(fs))
+	}
+}
+
+// TestEngineProblems: what render refuses (EngineProblems) is what lint reports as RL004, at the
+// same positions, and nothing in a clean repository.
+func TestEngineProblems(t *testing.T) {
+	m, err := schema.Load("testdata/bad/RL004-exact-range")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range Lint(m) {
+		if f.ID == "RL004" {
+			want = append(want, f.Pos.String())
+		}
+	}
+	var got []string
+	for _, p := range EngineProblems(m) {
+		got = append(got, p.Pos.String())
+		if p.Check != "exact-range" || p.Path != "domains.edge.rules.yearly.limits.0" {
+			t.Errorf("got check %q path %q, want exact-range domains.edge.rules.yearly.limits.0", p.Check, p.Path)
+		}
+	}
+	if len(want) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got problems at %v, want RL004's %v", got, want)
+	}
+	good, err := schema.Load("testdata/good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs := EngineProblems(good); len(probs) != 0 {
+		t.Errorf("good repository: got %v, want no problems", probs)
+	}
+}
+
 func TestRunToolErrors(t *testing.T) {
 	if _, err := Run("testdata/missing"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing path: got %v, want fs.ErrNotExist", err)

@@ -30,7 +30,7 @@ func (m *Model) Validate() Problems {
 	seen := map[string]*Domain{}
 	for _, d := range m.Domains {
 		if o, ok := seen[d.Name]; ok {
-			v.add("", path("domains", d.Name), []Pos{d.Pos}, "domain %q is declared twice", d.Name)
+			v.add("", Path("domains", d.Name), []Pos{d.Pos}, "domain %q is declared twice", d.Name)
 			v.probs[len(v.probs)-1].Related = []Pos{o.Pos}
 			continue
 		}
@@ -50,7 +50,7 @@ func (v *validator) add(check, path string, ps []Pos, format string, args ...any
 }
 
 func (v *validator) domain(d *Domain) {
-	dp := path("domains", d.Name)
+	dp := Path("domains", d.Name)
 	if d.Name == "" {
 		v.add("", "domains", []Pos{d.Pos}, "a domain has no name")
 	}
@@ -61,17 +61,17 @@ func (v *validator) domain(d *Domain) {
 	keys := map[string]bool{}
 	for _, s := range d.Sources {
 		if keys[s.Key] {
-			v.add("", path("domains", d.Name, "sources", s.Key), []Pos{s.Pos, d.Pos}, "source %q is declared twice", s.Key)
+			v.add("", Path("domains", d.Name, "sources", s.Key), []Pos{s.Pos, d.Pos}, "source %q is declared twice", s.Key)
 		}
 		keys[s.Key] = true
 		if !validSourceKind[s.Kind] {
-			v.add("", path("domains", d.Name, "sources", s.Key), []Pos{s.Pos, d.Pos}, "unknown source kind %q", s.Kind)
+			v.add("", Path("domains", d.Name, "sources", s.Key), []Pos{s.Pos, d.Pos}, "unknown source kind %q", s.Kind)
 		}
 	}
 	names := map[string]bool{}
 	matches := map[string]*Rule{}
 	for _, r := range d.Rules {
-		rp := path("domains", d.Name, "rules", r.Name)
+		rp := Path("domains", d.Name, "rules", r.Name)
 		at := []Pos{r.Pos, d.Pos}
 		if names[r.Name] || r.Name == "" {
 			v.add("", rp, at, "rule name %q is empty or not unique in domain %s", r.Name, d.Name)
@@ -183,7 +183,7 @@ func (v *validator) shardEntries(d *Domain) {
 				!strings.HasPrefix(MatchKey(o.Match), k) {
 				continue
 			}
-			v.add("", path("domains", d.Name, "rules", o.Name), []Pos{o.Match[len(r.Match)].Pos, o.Pos, d.Pos},
+			v.add("", Path("domains", d.Name, "rules", o.Name), []Pos{o.Match[len(r.Match)].Pos, o.Pos, d.Pos},
 				"rule %s matches %s below rule %s, which uses it to pick a sub-shard", o.Name, r.SubShards.Attribute, r.Name)
 			v.probs[len(v.probs)-1].Related = []Pos{r.Pos}
 		}
@@ -232,9 +232,9 @@ func sourceKeys(d *Domain) string {
 
 var identifier = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 
-// path joins labels into a CUE path as CUE's errors write it, quoting labels that are not
-// identifiers: domains.edge.rules."tier-1".
-func path(labels ...string) string {
+// Path joins labels into a CUE path as CUE's errors write it and Problem.Path holds it, quoting
+// labels that are not identifiers: domains.edge.rules."tier-1".
+func Path(labels ...string) string {
 	q := make([]string, len(labels))
 	for i, l := range labels {
 		if identifier.MatchString(l) {

@@ -39,9 +39,10 @@ type decoder struct {
 }
 
 // decode decodes the model and validates it (policy.Model.Validate). When decoding found
-// problems, only the model's problems that are lint checks are added: the rest restate what
-// decoding already reported about a value, such as a window out of range.
-func decode(user cue.Value) (*policy.Model, error) {
+// problems, it returns no model and only the model's problems that are lint checks are added: the
+// rest restate what decoding already reported about a value, such as a window out of range. When
+// decoding found none, it returns the model with the problems Validate found in it.
+func decode(user cue.Value) (*policy.Model, Problems) {
 	d := &decoder{}
 	// Slices are empty rather than nil, so a snapshot says [] where there is nothing.
 	m := &policy.Model{Domains: []*policy.Domain{}}
@@ -50,17 +51,16 @@ func decode(user cue.Value) (*policy.Model, error) {
 		m.Domains = append(m.Domains, d.domain(f.name, f.v))
 	}
 	sort.Slice(m.Domains, func(i, j int) bool { return m.Domains[i].Name < m.Domains[j].Name })
-	decoded := len(d.probs) == 0
+	if len(d.probs) == 0 {
+		return m, m.Validate()
+	}
 	for _, p := range m.Validate() {
-		if decoded || p.Check != "" {
+		if p.Check != "" {
 			d.probs = append(d.probs, p)
 		}
 	}
-	if len(d.probs) > 0 {
-		d.probs.Sort()
-		return nil, d.probs
-	}
-	return m, nil
+	d.probs.Sort()
+	return nil, d.probs
 }
 
 // validName is what a domain, rule, source or region name must look like. The schema's #Name

@@ -29,18 +29,35 @@ import (
 // Any other error is a tool error: a path that does not exist (wrapping fs.ErrNotExist), a
 // directory with no .cue files (wrapping ErrNoPolicies) or an unreadable file.
 func Load(paths ...string) (*policy.Model, error) {
-	names, err := policyFiles(paths)
-	if err != nil {
-		return nil, err
-	}
-	files, probs, err := parseFiles(names)
+	m, probs, err := LoadWithProblems(paths...)
 	if err != nil {
 		return nil, err
 	}
 	if len(probs) > 0 {
 		return nil, probs
 	}
-	return evaluate(files, names)
+	return m, nil
+}
+
+// LoadWithProblems loads like Load, but returns a model that decoded along with the problems
+// of the model as a whole (policy.Model.Validate's, such as duplicate matches), so that lint can
+// report those and its other checks in one run. The model is nil when the policy does not decode
+// (CUE syntax, schema violations, conflicts, values no model may hold, no domain at all): its
+// problems are then all there is to say until they are fixed. err is a tool error, as Load's.
+func LoadWithProblems(paths ...string) (*policy.Model, Problems, error) {
+	names, err := policyFiles(paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	files, probs, err := parseFiles(names)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(probs) > 0 {
+		return nil, probs, nil
+	}
+	m, probs := evaluate(files, names)
+	return m, probs, nil
 }
 
 // evalTimeout bounds CUE evaluation. CUE cannot be interrupted, and a few lines of nested
@@ -48,13 +65,13 @@ func Load(paths ...string) (*policy.Model, error) {
 // reported as a problem rather than left to hang CI. Tests shorten it.
 var evalTimeout = 60 * time.Second
 
-// evaluate unifies the parsed files with the schema and decodes the model, giving up after
-// evalTimeout. On timeout the evaluation goroutine runs on until CUE returns; a command exits
-// long before that matters.
-func evaluate(files []*ast.File, names []string) (*policy.Model, error) {
+// evaluate unifies the parsed files with the schema and decodes the model (see decode), giving up
+// after evalTimeout. On timeout the evaluation goroutine runs on until CUE returns; a command
+// exits long before that matters.
+func evaluate(files []*ast.File, names []string) (*policy.Model, Problems) {
 	type result struct {
-		m   *policy.Model
-		err error
+		m     *policy.Model
+		probs Problems
 	}
 	done := make(chan result, 1)
 	go func() {
@@ -63,20 +80,20 @@ func evaluate(files []*ast.File, names []string) (*policy.Model, error) {
 			done <- result{nil, probs}
 			return
 		}
-		m, err := decode(user)
-		done <- result{m, err}
+		m, probs := decode(user)
+		done <- result{m, probs}
 	}()
 	timer := time.NewTimer(evalTimeout)
 	defer timer.Stop()
 	select {
 	case r := <-done:
-		if r.err == nil && len(r.m.Domains) == 0 {
+		if r.m != nil && len(r.m.Domains) == 0 {
 			return nil, Problems{{
 				Pos:     policy.Pos{File: names[0], Line: 1, Col: 1},
 				Message: "no domains: a policy repository declares at least one, as domains: <name>: {...}",
 			}}
 		}
-		return r.m, r.err
+		return r.m, r.probs
 	case <-timer.C:
 		return nil, Problems{{
 			Pos:     policy.Pos{File: names[0], Line: 1, Col: 1},
@@ -109,12 +126,21 @@ func policyFiles(paths []string) ([]string, error) {
 			return nil, fmt.Errorf("load: %w", err)
 		}
 		n := len(names)
+		var skipped []string
 		for _, e := range entries {
 			name := e.Name()
-			if e.IsDir() || filepath.Ext(name) != ".cue" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+			if e.IsDir() || filepath.Ext(name) != ".cue" {
+				continue
+			}
+			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+				skipped = append(skipped, name)
 				continue
 			}
 			names = append(names, filepath.Join(p, name))
+		}
+		if len(names) == n && len(skipped) > 0 {
+			return nil, fmt.Errorf("load: %s: %w (skipped %s: files whose name starts with '_' or '.' are not loaded)",
+				p, ErrNoPolicies, strings.Join(skipped, ", "))
 		}
 		if len(names) == n {
 			return nil, fmt.Errorf("load: %s: %w (no .cue files in the directory)", p, ErrNoPolicies)
@@ -274,6 +300,9 @@ func cueProblems(err error, user cue.Value) Problems {
 		}
 		format, args := e.Msg()
 		pr := Problem{Path: cuePath(path), Message: fmt.Sprintf(format, args...), Check: schemaCheck(path)}
+		if parent, field, ok := requiredField(format, args, path); ok {
+			pr.Path, pr.Message = cuePath(parent), requiredMessage(user, parent, field)
+		}
 		if len(ps) > 0 {
 			pr.Pos, pr.Related = ps[0], ps[1:]
 		}

@@ -25,7 +25,7 @@ func TestLoadBad(t *testing.T) {
 		{"two_packages", `found packages "policies" and "other"`, "b.cue:1", "a.cue:1"},
 		{"window_short", "window 500ms is out of range", "policy.cue:7", ""},
 		{"window_long", "window 400d is out of range", "policy.cue:7", ""},
-		{"canary_no_percent", "required but not present", "policy.cue:8", ""},
+		{"canary_no_percent", "stage: percent is required for a canary stage", "policy.cue:8", ""},
 		{"bad_calendar_date", `since "2025-02-31" is not a calendar date`, "policy.cue:8", ""},
 		{"bad_rule_name", `rule name "a b" must start with a letter or '_'`, "policy.cue:5", ""},
 		{"bad_duration", "duration must be a whole number followed by ms, s, m, h or d", "policy.cue:7", ""},
@@ -36,7 +36,7 @@ func TestLoadBad(t *testing.T) {
 		{"no_domains", "no domains", "policy.cue:1", ""},
 		{"empty_file", "no domains", "empty.cue:1", ""},
 		{"waterfall_order", "identity tier jwt_subject is out of order", "policy.cue:4", ""},
-		{"missing_limits", "limits: field is required but not present", "policy.cue:5", ""},
+		{"missing_limits", "domains.d.rules.r: limits is required", "policy.cue:5", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {

@@ -31,12 +31,17 @@ Output (-o):
 Findings go to stdout, or to --out FILE (written atomically). A summary line
 ("2 errors, 1 warning") always goes to stderr, whatever the format.
 
+Fix load errors first: a CUE syntax error, a schema violation, a conflict or a bad
+value (RL000) stops the policies from loading, and the other rules need the loaded
+policies, so they run once those errors are fixed. The checks the loader makes of
+loaded policies (RL001, RL003, RL005) are reported with every other finding.
+
 Exit codes: 0 no errors (warnings allowed unless --fail-on-warn), 1 errors (or
 warnings with --fail-on-warn), 3 usage or tool error (a bad flag, a path that does
 not exist or holds no .cue files, an unwritable --out).
 
 Rules (rlctl lint --explain ID prints why, how to fix and an example; it takes an
-ID in any case, such as rl007, or a name, such as drift-over-tolerance):
+ID or a name in any case, such as rl007 or drift-over-tolerance):
 `
 
 func newLintCmd() *cobra.Command {
@@ -52,6 +57,14 @@ func newLintCmd() *cobra.Command {
 		Long:  lintLong + ruleTable(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if explain != "" {
+				if len(args) > 0 {
+					return usageErrorf("lint: --explain takes no PATH: it prints a rule's explanation and lints nothing")
+				}
+				for _, name := range []string{"output", "out", "fail-on-warn"} {
+					if cmd.Flags().Changed(name) {
+						return usageErrorf("lint: --explain prints text to stdout: --%s does not apply", name)
+					}
+				}
 				return explainRule(cmd.OutOrStdout(), explain)
 			}
 			format, err := finding.ParseFormat(output)
@@ -87,15 +100,15 @@ func newLintCmd() *cobra.Command {
 	f.StringVarP(&output, "output", "o", "text", "output format: "+strings.Join(finding.FormatNames, ", "))
 	f.StringVar(&out, "out", "", "write findings to `FILE` (atomically) instead of stdout")
 	f.BoolVar(&failOnWarn, "fail-on-warn", false, "exit 1 on warnings too")
-	f.StringVar(&explain, "explain", "", "print the explanation of rule `ID` (such as RL007, rl007 or drift-over-tolerance) and exit")
+	f.StringVar(&explain, "explain", "", "print the explanation of rule `ID` (such as RL007, rl007 or drift-over-tolerance) and exit; takes no PATH")
 	return cmd
 }
 
-// explainRule prints the long explanation of one rule.
+// explainRule prints the long explanation of one rule, named by its ID or its name in any case.
 func explainRule(w io.Writer, id string) error {
 	r, ok := lint.Explain(strings.ToUpper(id))
 	if !ok {
-		r, ok = lint.Explain(id)
+		r, ok = lint.Explain(strings.ToLower(id))
 	}
 	if !ok {
 		return usageErrorf("lint: unknown rule %q (see rlctl lint --help for the list)", id)

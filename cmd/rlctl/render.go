@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlctl/rlctl/internal/atomicfile"
+	"github.com/rlctl/rlctl/lint"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/schema"
 )
@@ -26,7 +27,9 @@ Targets and their output formats (-o):
              {"schema_version": 1, "content_hash": "sha256:<hex>", "model": {...}}
 
 Policy problems are printed to stderr, one per problem, as the message followed by
-its positions (file:line:col) on indented lines, and rlctl exits 1. A missing path,
+its positions (file:line:col) on indented lines, and rlctl exits 1. They include
+what the enforcer would refuse to load: limits outside the engine's exact integer
+range (lint's RL004). A missing path,
 a directory without .cue files, an unknown target or format, or an unwritable
 --out is a usage or tool error (exit 3). Exit 0 means the output was written.`
 
@@ -63,6 +66,10 @@ func newRenderCmd() *cobra.Command {
 			m, err := schema.Load(args...)
 			if err != nil {
 				return loadError(cmd.ErrOrStderr(), "render", err)
+			}
+			// What the enforcer would refuse to load is a policy problem here too.
+			if probs := lint.EngineProblems(m); len(probs) > 0 {
+				return loadError(cmd.ErrOrStderr(), "render", probs)
 			}
 			if out != "" {
 				if err := atomicfile.Write(out, func(w io.Writer) error { return policy.WriteSnapshot(w, m) }); err != nil {

@@ -12,13 +12,24 @@ import (
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
-const versionLong = `Print rlctl's version, the Go version it was built with, and the VCS revision
-when the build recorded one.`
+// readBuildInfo is debug.ReadBuildInfo; tests replace it, since a test binary (or a build with
+// -buildvcs=false) records no VCS revision.
+var readBuildInfo = debug.ReadBuildInfo
+
+const versionLong = `Print rlctl's version, the Go version it was built with, the platform, and the VCS
+revision when the build recorded one ("modified" when the working tree had uncommitted
+changes):
+
+  rlctl v1.2.3 (go1.26.8, linux/amd64, revision 4f9c2e1..., modified)
+
+JSON (-o json): {"version", "go", "platform", "revision", "modified"}; revision and
+modified are left out when the build did not record them.`
 
 type versionInfo struct {
 	Version  string `json:"version"`
 	Go       string `json:"go"`
 	Revision string `json:"revision,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
 	Platform string `json:"platform"`
 }
 
@@ -30,24 +41,34 @@ func newVersionCmd() *cobra.Command {
 		Long:  versionLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return usageErrorf("version: unknown output format %q (want text or json)", output)
+			}
 			info := versionInfo{Version: version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-			if bi, ok := debug.ReadBuildInfo(); ok {
+			if bi, ok := readBuildInfo(); ok {
 				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
+					switch s.Key {
+					case "vcs.revision":
 						info.Revision = s.Value
+					case "vcs.modified":
+						info.Modified = s.Value == "true"
 					}
 				}
 			}
-			switch output {
-			case "text":
-				fmt.Fprintf(cmd.OutOrStdout(), "rlctl %s (%s, %s)\n", info.Version, info.Go, info.Platform)
-				return nil
-			case "json":
+			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(info)
 			}
-			return usageErrorf("version: unknown output format %q (want text or json)", output)
+			rev := ""
+			if info.Revision != "" {
+				rev = ", revision " + info.Revision
+				if info.Modified {
+					rev += ", modified"
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rlctl %s (%s, %s%s)\n", info.Version, info.Go, info.Platform, rev)
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
