@@ -203,18 +203,19 @@ func TestRedisOutage(t *testing.T) {
 			// with Redis, the enforcer and whatever else the machine runs, so the test holds
 			// p99 to the bound, and the maximum to a bound that no wait on Redis (a TCP
 			// timeout, a pool wait, the client's 1s deadline) could meet.
-			if limit := 10 * time.Millisecond; p99 > limit || maxLat > 100*time.Millisecond {
-				t.Errorf("latency: p99 %v, max %v; want ≤ %v, ≤ 100ms", p99, maxLat, limit)
+			if limit, maxLimit := latencySlack(10*time.Millisecond), latencySlack(100*time.Millisecond); p99 > limit || maxLat > maxLimit {
+				t.Errorf("latency: p99 %v, max %v; want ≤ %v, ≤ %v", p99, maxLat, limit, maxLimit)
 			}
 			// Inside the server every call must finish within the store timeout plus 5ms: no
 			// request waits on a dead or hung Redis. A few calls are descheduled for longer on
 			// a loaded 2-core machine (under `go test ./...` other packages' Redis tests run
 			// beside this one; one stall of 80ms was seen), so allow one in a thousand over and
 			// none over 100ms, below any wait on Redis itself (dial timeout, pool wait).
-			over, hmax, calls := handler.summary(10 * time.Millisecond)
-			t.Logf("%s: handler max %v, %d of %d calls over 10ms", mode, hmax, over, calls)
-			if over*1000 > calls || hmax > 100*time.Millisecond {
-				t.Errorf("handler time: %d of %d calls over 10ms, max %v; want at most 0.1%% over, max ≤ 100ms", over, calls, hmax)
+			bound, maxBound := latencySlack(10*time.Millisecond), latencySlack(100*time.Millisecond)
+			over, hmax, calls := handler.summary(bound)
+			t.Logf("%s: handler max %v, %d of %d calls over %v", mode, hmax, over, calls, bound)
+			if over*1000 > calls || hmax > maxBound {
+				t.Errorf("handler time: %d of %d calls over %v, max %v; want at most 0.1%% over, max ≤ %v", over, calls, bound, hmax, maxBound)
 			}
 		})
 	}
@@ -259,4 +260,13 @@ func TestShutdownReturnsLeases(t *testing.T) {
 	if !strings.Contains(in.logs.String(), "enforcer stopped") {
 		t.Errorf("logs: no shutdown line")
 	}
+}
+
+// latencySlack widens a latency bound under the race detector, which slows every call five to
+// ten times: the bounds still sit below any wait on Redis itself (the client's 1s deadline).
+func latencySlack(d time.Duration) time.Duration {
+	if raceEnabled {
+		return 5 * d
+	}
+	return d
 }

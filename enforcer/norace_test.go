@@ -1,0 +1,5 @@
+//go:build !race
+
+package enforcer
+
+const raceEnabled = false
