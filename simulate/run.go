@@ -70,6 +70,10 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	if a := cfg.Sim.Assign; a.Kind != "round-robin" && a.Field != "" {
 		opts.Headers = append(opts.Headers, strings.ToLower(a.Field))
 	}
+	readers, err := openReaders(inputs, opts)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -98,7 +102,7 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 				}
 			}
 		}
-		err := readAll(ctx, inputs, opts, free, full, prep, count, func(le *accesslog.LineError) error {
+		err := readAll(ctx, readers, free, full, prep, count, func(le *accesslog.LineError) error {
 			badCount++
 			if len(bad) < cfg.BadSamples {
 				bad = append(bad, report.BadLine{File: le.File, Line: le.Line, Error: le.Err.Error(), Text: le.Text})
@@ -155,6 +159,7 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 		return nil, err
 	}
 	r.BadLines, r.BadLineSamples = badCount, bad
+	r.UnseenFields = unseenFields(readers)
 	for _, in := range inputs {
 		r.Logs = append(r.Logs, in.Name)
 	}
@@ -164,7 +169,7 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 
 // readAll parses inputs (sourceOf) into batches, calling prepare on each record and send on each batch
 // before it is sent.
-func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <-chan *batch, full chan<- *batch,
+func readAll(ctx context.Context, readers []*accesslog.Reader, free <-chan *batch, full chan<- *batch,
 	prepare, send func(*batch), onBad func(*accesslog.LineError) error) error {
 	var b *batch
 	get := func() bool {
@@ -179,7 +184,7 @@ func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <
 	if !get() {
 		return nil
 	}
-	src, err := sourceOf(inputs, opts, onBad)
+	src, err := sourceOf(readers, onBad)
 	if err != nil {
 		return err
 	}
@@ -215,7 +220,15 @@ func readAll(ctx context.Context, inputs []Input, opts accesslog.Options, free <
 }
 
 // sourceOf reads inputs: one log as it is, several merged by time (mergedSource).
-func sourceOf(inputs []Input, opts accesslog.Options, onBad func(*accesslog.LineError) error) (recordSource, error) {
+func sourceOf(readers []*accesslog.Reader, onBad func(*accesslog.LineError) error) (recordSource, error) {
+	if len(readers) == 1 {
+		return &logSource{rd: readers[0], onBad: onBad}, nil
+	}
+	return newMergedSource(readers, onBad)
+}
+
+// openReaders opens a reader on each input.
+func openReaders(inputs []Input, opts accesslog.Options) ([]*accesslog.Reader, error) {
 	readers := make([]*accesslog.Reader, len(inputs))
 	for i, in := range inputs {
 		rd, err := accesslog.NewReader(in.Name, in.R, opts)
@@ -224,10 +237,25 @@ func sourceOf(inputs []Input, opts accesslog.Options, onBad func(*accesslog.Line
 		}
 		readers[i] = rd
 	}
-	if len(readers) == 1 {
-		return &logSource{rd: readers[0], onBad: onBad}, nil
+	return readers, nil
+}
+
+// unseenFields are the --field mappings whose key none of the logs had.
+func unseenFields(readers []*accesslog.Reader) []string {
+	count := map[string]int{}
+	for _, rd := range readers {
+		for _, spec := range rd.Unseen() {
+			count[spec]++
+		}
 	}
-	return newMergedSource(readers, onBad)
+	var out []string
+	for spec, n := range count {
+		if n == len(readers) {
+			out = append(out, spec)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // HeadersFor lists the request headers a model's sources read, plus the Authorization header

@@ -231,3 +231,28 @@ func TestMergedSource(t *testing.T) {
 		t.Errorf("bad lines: got %v, want [log1:2]", bad)
 	}
 }
+
+// A --field mapping whose key no log had is reported, and one that any log had is not.
+func TestRunUnseenFields(t *testing.T) {
+	line := func(ts, extra string) string {
+		return `{"start_time":"2024-05-01T12:00:0` + ts + `Z","x_forwarded_for":"192.0.2.1"` + extra + "}\n"
+	}
+	m, err := accesslog.ParseMapping([]string{"x-tenant-id=tenant", "x-api-key=apikey"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), RunConfig{Sim: Config{Model: testModel()}, Log: accesslog.Options{Mapping: m}, MaxBad: -1},
+		[]Input{
+			{Name: "a.log", R: strings.NewReader(line("0", "") + line("1", ""))},
+			{Name: "b.log", R: strings.NewReader(line("0", `,"tenant":"acme"`))},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"x-api-key=apikey"}; !slices.Equal(r.UnseenFields, want) {
+		t.Errorf("unseen fields: got %v, want %v", r.UnseenFields, want)
+	}
+	if ws := report.Warnings(r); len(ws) == 0 || !strings.Contains(strings.Join(ws, "\n"), `no record had the key "apikey"`) {
+		t.Errorf("warnings: got %q, want one about apikey", ws)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/bits"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -541,5 +542,29 @@ func TestTextFormatRefusesMapping(t *testing.T) {
 	}
 	if _, err := NewReader("log", strings.NewReader(line), Options{}); err != nil {
 		t.Errorf("text log without --field: %v", err)
+	}
+}
+
+// Unseen names the --field mappings whose key no line had, so that a misspelt key is not
+// silently an empty field in every record.
+func TestUnseen(t *testing.T) {
+	input := `{"ts":"2024-05-01T12:00:00Z","tenant":"acme","req":{"key":"k1"}}` + "\n" +
+		`{"ts":"2024-05-01T12:00:01Z","tenant":"beta"}` + "\n"
+	m, err := ParseMapping([]string{"start_time=ts", "x-tenant-id=tenantt", "x-api-key=req.key", "x-plan=plann", "x-org=tenant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader("log", strings.NewReader(input), Options{Format: FormatJSONL, Mapping: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Unseen(); len(got) != 5 {
+		t.Fatalf("before reading: got %v, want all 5 mappings", got)
+	}
+	var rec Record
+	for r.Read(&rec) != io.EOF {
+	}
+	if got, want := r.Unseen(), []string{"x-plan=plann", "x-tenant-id=tenantt"}; !slices.Equal(got, want) {
+		t.Errorf("unseen: got %v, want %v", got, want)
 	}
 }

@@ -116,6 +116,29 @@ type target struct {
 	// rank is the key's place among its field's keys (defaultKeys; a mapped key is 0): a
 	// value from a lower rank wins.
 	rank uint8
+	// mapped is 1 + the index of the key among a Mapping's sorted keys (mappedKeys), or 0 for
+	// a default key: parsers note which mapped keys the log has (Reader.Unseen).
+	mapped int
+}
+
+// mappedKeys lists m's entries sorted by key, as NAME=KEY, in the order target.mapped counts.
+func mappedKeys(m Mapping) (keys, specs []string) {
+	for name, key := range m {
+		keys = append(keys, key)
+		specs = append(specs, name+"="+key)
+	}
+	sort.Sort(byFirst{keys, specs})
+	return keys, specs
+}
+
+// byFirst sorts two slices by the first.
+type byFirst struct{ a, b []string }
+
+func (s byFirst) Len() int           { return len(s.a) }
+func (s byFirst) Less(i, j int) bool { return s.a[i] < s.a[j] }
+func (s byFirst) Swap(i, j int) {
+	s.a[i], s.a[j] = s.a[j], s.a[i]
+	s.b[i], s.b[j] = s.b[j], s.b[i]
 }
 
 // fieldRanks holds, per well-known field, the rank of the key the current record's value came
@@ -136,14 +159,19 @@ func keyTable(m Mapping, headers []string) map[string]target {
 	t := map[string]target{}
 	mapped := map[field]bool{}
 	mappedHeader := map[string]bool{}
+	keys, _ := mappedKeys(m)
+	index := map[string]int{}
+	for i, k := range keys {
+		index[k] = i + 1
+	}
 	for name, key := range m {
 		if f, ok := fieldByName[name]; ok {
 			mapped[f] = true
-			t[key] = target{f: f}
+			t[key] = target{f: f, mapped: index[key]}
 			continue
 		}
 		mappedHeader[name] = true
-		t[key] = target{f: fieldHeader, name: name}
+		t[key] = target{f: fieldHeader, name: name, mapped: index[key]}
 	}
 	for f, keys := range defaultKeys {
 		if mapped[f] {

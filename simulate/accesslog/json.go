@@ -19,6 +19,8 @@ type jsonParser struct {
 	nestedChecked bool
 	nested        bool
 	ranks         fieldRanks // the current line's (target.set)
+	// seen[i] says a line had the mapped key of target.mapped i+1 (Reader.Unseen).
+	seen []bool
 }
 
 // keyIndex finds the target of a log key. Every key of every line is looked up, most of them
@@ -172,6 +174,9 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 				return err
 			}
 			if tg, ok := p.keys.find(path); ok {
+				if tg.mapped > 0 {
+					p.seen[tg.mapped-1] = true
+				}
 				if err := tg.set(rec, v, &p.ranks); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
@@ -190,6 +195,9 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 				return err
 			}
 			if tg, ok := p.keys.find(path); ok && sc.s[start] != 'n' {
+				if tg.mapped > 0 {
+					p.seen[tg.mapped-1] = true
+				}
 				if err := tg.set(rec, sc.s[start:sc.i], &p.ranks); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}

@@ -73,6 +73,18 @@ type Reader struct {
 	// noTime is the error of a line without a timestamp, made once so such lines cost no more
 	// than other bad lines.
 	noTime error
+	// unseen lists the mapped keys no line has had so far (Unseen).
+	unseen func() []string
+}
+
+// Unseen returns the --field mappings (NAME=KEY) whose KEY no line read so far had, sorted: a
+// misspelt key would otherwise leave its field empty in every record without a word. A CSV
+// log's mappings are checked against its header when it is opened, so it never has any.
+func (r *Reader) Unseen() []string {
+	if r.unseen == nil {
+		return nil
+	}
+	return r.unseen()
 }
 
 // NewReader returns a Reader of r, named name in errors. Gzip input is decompressed. A CSV log's
@@ -95,8 +107,22 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 	keys := keyTable(opts.Mapping, opts.Headers)
 	switch format {
 	case FormatEnvoyJSON, FormatJSONL:
-		p := &jsonParser{keys: newKeyIndex(keys)}
+		mkeys, specs := mappedKeys(opts.Mapping)
+		p := &jsonParser{keys: newKeyIndex(keys), seen: make([]bool, len(mkeys))}
 		rd.read = p.parse
+		rd.unseen = func() []string {
+			seen := map[string]bool{}
+			for i, k := range mkeys {
+				seen[k] = seen[k] || p.seen[i]
+			}
+			var out []string
+			for i, k := range mkeys {
+				if !seen[k] {
+					out = append(out, specs[i])
+				}
+			}
+			return out
+		}
 	case FormatEnvoyText:
 		if len(opts.Mapping) > 0 {
 			// The text format's fields are fixed by position; a mapping would be ignored.

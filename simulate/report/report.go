@@ -16,6 +16,7 @@
 //	  "bad_line_samples": [{"file":"access.log","line":17,"error":"...","text":"..."}],
 //	  "reordered": 0,                    // records logged before an earlier one; replayed late
 //	  "assign_missing": 0,               // records without the field of --assign hash: or field:
+//	  "unseen_fields": ["x-tenant-id=tenantt"], // --field mappings whose key no record had
 //	  "start_ms": 1714564800000, "end_ms": 1714565400000,
 //	  "settings": {"gateways":4, "assignment":"round-robin", "store_latency":"1ms",
 //	               "nat_users":20, "bucket_ms":5000},
@@ -81,14 +82,17 @@ type Report struct {
 	Reordered int64 `json:"reordered"`
 	// AssignMissing counts records without the field a hash or field assignment reads
 	// (Settings.Assignment): a hash sends them all to one gateway, a field to "unnamed".
-	AssignMissing int64       `json:"assign_missing"`
-	StartMs       int64       `json:"start_ms"`
-	EndMs         int64       `json:"end_ms"`
-	Settings      Settings    `json:"settings"`
-	Totals        Totals      `json:"totals"`
-	Rules         []*Rule     `json:"rules"`
-	Thresholds    []Threshold `json:"thresholds"`
-	Failed        bool        `json:"failed"`
+	AssignMissing int64 `json:"assign_missing"`
+	// UnseenFields are the --field mappings (NAME=KEY) whose KEY no record of any log had: a
+	// misspelt key leaves its field empty in every record.
+	UnseenFields []string    `json:"unseen_fields"`
+	StartMs      int64       `json:"start_ms"`
+	EndMs        int64       `json:"end_ms"`
+	Settings     Settings    `json:"settings"`
+	Totals       Totals      `json:"totals"`
+	Rules        []*Rule     `json:"rules"`
+	Thresholds   []Threshold `json:"thresholds"`
+	Failed       bool        `json:"failed"`
 }
 
 // BadLine is one skipped line.
@@ -231,6 +235,9 @@ func (r *Report) Finish() {
 	if r.Thresholds == nil {
 		r.Thresholds = []Threshold{}
 	}
+	if r.UnseenFields == nil {
+		r.UnseenFields = []string{}
+	}
 	if r.Rules == nil {
 		r.Rules = []*Rule{}
 	}
@@ -256,6 +263,10 @@ func Warnings(r *Report) []string {
 	}
 	if r.Reordered > 0 {
 		ws = append(ws, fmt.Sprintf("%d records were logged before an earlier one of their log; they were replayed at the later time.", r.Reordered))
+	}
+	for _, spec := range r.UnseenFields {
+		_, key, _ := strings.Cut(spec, "=")
+		ws = append(ws, fmt.Sprintf("--field %s: no record had the key %q, so that field was empty throughout.", spec, key))
 	}
 	if r.Requests > 0 && r.Totals.RequestsWithUser == 0 {
 		ws = append(ws, "No request carried a user (a JWT subject or a TLS fingerprint), so shared-NAT collateral cannot be seen in this log.")
