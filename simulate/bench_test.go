@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -50,7 +49,7 @@ func benchFile(b *testing.B) string {
 
 // BenchmarkReplay1M replays a generated 1,000,000-line Envoy JSON log end to end (read, parse,
 // descriptors, 4 gateways with leasing, the ideal engine, the report) and reports lines/s, with
-// the garbage collector set as rlctl simulate sets it (GCPercent). It also times `wc -l` on the
+// the garbage collector set as rlctl simulate sets it (TuneGC). It also times `wc -l` on the
 // same file as the floor.
 func BenchmarkReplay1M(b *testing.B) {
 	path := benchFile(b)
@@ -66,7 +65,7 @@ func BenchmarkReplay1M(b *testing.B) {
 		}
 	}
 	lat, _ := ParseLatency("1ms", 1)
-	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as rlctl simulate runs it
+	defer TuneGC()() // as rlctl simulate runs it
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f, err := os.Open(path)

@@ -35,13 +35,6 @@ var ErrTooManyBad = errors.New("too many bad lines")
 
 const batchSize = 512
 
-// GCPercent is the garbage collector setting (runtime/debug.SetGCPercent) rlctl simulate runs
-// Run with, and BenchmarkReplay1M too. The replay allocates steadily while its live heap (the
-// keys) grows slowly: collecting less often than Go's default of 100 saves a sixth of its time
-// (median of five alternating runs on a 1,000,000-line log, with no larger peak memory). Run
-// leaves the setting to its callers, since it is process-wide.
-const GCPercent = 400
-
 // batch carries parsed records from the reading goroutine to the replaying one.
 type batch struct {
 	recs  []accesslog.Record

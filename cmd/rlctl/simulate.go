@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -228,7 +227,7 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 		return usageErrorf("simulate: %w", err)
 	}
 	defer closeAll()
-	defer debug.SetGCPercent(debug.SetGCPercent(simulate.GCPercent))
+	defer simulate.TuneGC()()
 	stop := startProgress(cmd.ErrOrStderr(), total)
 	r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
 		Sim: simulate.Config{Model: model, Domain: sf.domain, Gateways: sf.gateways, Assign: ls.assign,
