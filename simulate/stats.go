@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/report"
@@ -157,12 +158,17 @@ func nonNil(s []int64) []int64 {
 
 // userSet counts distinct users behind an address, up to a cap. Most addresses only ever show
 // one user, who is kept without a map. It is kept in natTracker.addrs by value, so that a
-// lookup does not go on to another cache line.
+// lookup does not go on to another cache line. Users are kept as 64-bit hashes of their names
+// (userHash): the tracker holds an entry for every address a log shows, and two users of one
+// address colliding (about one chance in 10^15 for a hundred users) would only undercount it.
 type userSet struct {
-	first string              // the first user seen
-	users map[string]struct{} // every user, once a second one is seen
+	first uint64              // the first user seen
+	users map[uint64]struct{} // every user, once a second one is seen
 	full  bool
 }
+
+// userHash identifies a user in a userSet.
+func userHash(user string) uint64 { return xxhash.Sum64String(user) }
 
 // natTracker records which users were seen behind each address and subnet.
 type natTracker struct {
@@ -175,10 +181,14 @@ type natTracker struct {
 }
 
 func (n *natTracker) see(addr, user string) {
+	n.seeHash(addr, userHash(user))
+}
+
+func (n *natTracker) seeHash(addr string, user uint64) {
 	u, ok := n.addrs[addr]
 	switch {
 	case !ok:
-		n.addrs[strings.Clone(addr)] = userSet{first: strings.Clone(user), full: n.cap <= 1}
+		n.addrs[strings.Clone(addr)] = userSet{first: user, full: n.cap <= 1}
 		return
 	case u.full || user == u.first:
 		return
@@ -188,9 +198,9 @@ func (n *natTracker) see(addr, user string) {
 	}
 	changed := u.users == nil
 	if changed {
-		u.users = map[string]struct{}{u.first: {}}
+		u.users = map[uint64]struct{}{u.first: {}}
 	}
-	u.users[strings.Clone(user)] = struct{}{}
+	u.users[user] = struct{}{}
 	if len(u.users) >= n.cap {
 		u.full, changed = true, true
 	}
@@ -212,11 +222,11 @@ func (n *natTracker) merge(o *natTracker) {
 	n.withUser += o.withUser
 	for addr, u := range o.addrs {
 		if u.users == nil {
-			n.see(addr, u.first)
+			n.seeHash(addr, u.first)
 			continue
 		}
 		for user := range u.users {
-			n.see(addr, user)
+			n.seeHash(addr, user)
 		}
 	}
 }
