@@ -6,22 +6,33 @@ import (
 	"testing"
 )
 
-// TuneGC sets the collector's percentage and a soft memory limit of at least gcMinLimit, and
-// its restore function puts the previous settings back.
+// TuneGC sets the collector's percentage and, unless the user set a memory limit, a soft limit
+// of at least gcMinLimit; its restore function puts the previous settings back.
 func TestTuneGC(t *testing.T) {
 	prevPercent := debug.SetGCPercent(150)
 	defer debug.SetGCPercent(prevPercent)
 	prevLimit := debug.SetMemoryLimit(math.MaxInt64)
 	defer debug.SetMemoryLimit(prevLimit)
 
-	restore := TuneGC()
-	percent := debug.SetGCPercent(GCPercent)
-	limit := debug.SetMemoryLimit(-1)
-	restore()
-	if percent != GCPercent || limit < gcMinLimit || limit == math.MaxInt64 {
-		t.Errorf("tuned: GC percent %d, memory limit %d; want %d and at least %d", percent, limit, GCPercent, gcMinLimit)
-	}
-	if percent, limit := debug.SetGCPercent(150), debug.SetMemoryLimit(-1); percent != 150 || limit != math.MaxInt64 {
-		t.Errorf("restored: GC percent %d, memory limit %d; want 150 and no limit", percent, limit)
+	for _, tt := range []struct {
+		name      string
+		userLimit int64 // math.MaxInt64: none
+		minLimit  int64 // the tuned limit is at least this
+		maxLimit  int64 // and at most this
+	}{
+		{"no user limit", math.MaxInt64, gcMinLimit, math.MaxInt64 - 1},
+		{"user limit kept", 100 << 20, 100 << 20, 100 << 20},
+	} {
+		debug.SetMemoryLimit(tt.userLimit)
+		restore := TuneGC()
+		percent := debug.SetGCPercent(gcPercent)
+		limit := debug.SetMemoryLimit(-1)
+		restore()
+		if percent != gcPercent || limit < tt.minLimit || limit > tt.maxLimit {
+			t.Errorf("%s: tuned GC percent %d, memory limit %d; want %d and %d to %d", tt.name, percent, limit, gcPercent, tt.minLimit, tt.maxLimit)
+		}
+		if percent, limit := debug.SetGCPercent(150), debug.SetMemoryLimit(-1); percent != 150 || limit != tt.userLimit {
+			t.Errorf("%s: restored GC percent %d, memory limit %d; want 150 and %d", tt.name, percent, limit, tt.userLimit)
+		}
 	}
 }

@@ -252,7 +252,7 @@ func TestRunUnseenFields(t *testing.T) {
 	if want := []string{"x-api-key=apikey"}; !slices.Equal(r.UnseenFields, want) {
 		t.Errorf("unseen fields: got %v, want %v", r.UnseenFields, want)
 	}
-	if ws := report.Warnings(r); len(ws) == 0 || !strings.Contains(strings.Join(ws, "\n"), `no record had the key "apikey"`) {
+	if ws := report.Warnings(r); len(ws) == 0 || !strings.Contains(strings.Join(ws, "\n"), `no record had a value for the key "apikey"`) {
 		t.Errorf("warnings: got %q, want one about apikey", ws)
 	}
 }

@@ -284,7 +284,7 @@ func (s *Simulator) countUser(nat *natTracker, p *prepared) {
 	user := p.user
 	if user == "" && p.fp != "" {
 		nat.user = append(append(nat.user[:0], "fp:"...), p.fp...)
-		user = unsafe.String(unsafe.SliceData(nat.user), len(nat.user)) // see clones what it keeps
+		user = unsafe.String(unsafe.SliceData(nat.user), len(nat.user)) // see keeps only its hash
 	}
 	if user == "" {
 		return

@@ -45,6 +45,8 @@ Inputs (--log, repeatable; "-" is stdin; gzip is detected):
   envoy-text  Envoy's default text format (no request headers beyond X-Forwarded-For).
   jsonl       any JSON lines; map keys with --field NAME=KEY (KEY may be a dotted path).
   csv         with a header row; map columns with --field NAME=COLUMN.
+A --field KEY for which no record has a value is warned about (the field would be empty in
+every record); one KEY feeds one NAME; --field is refused with --log-format envoy-text.
 The format is detected from the first byte when --log-format is not given. Every record needs
 a timestamp. Bad lines are counted, the first few reported with their line numbers, and
 skipped; more than --max-bad fails the run, and so do logs without any record. Several logs

@@ -366,6 +366,29 @@ func TestParseMapping(t *testing.T) {
 			t.Errorf("ParseMapping(%q): got nil error, want one", bad)
 		}
 	}
+	// One key feeds one field: a second name for it would stay empty in every record.
+	if _, err := ParseMapping([]string{"x-org=tenant", "x-tenant-id=tenant"}); err == nil || !strings.Contains(err.Error(), "already mapped") {
+		t.Errorf("a key mapped twice: got %v, want an error", err)
+	}
+}
+
+// A captured header's own name wins over its underscored and req_ spellings, wherever they are
+// in the line.
+func TestHeaderPrecedence(t *testing.T) {
+	const ts = `"start_time":"2024-05-01T12:00:00Z"`
+	for _, input := range []string{
+		`{` + ts + `,"x-tenant-id":"a","x_tenant_id":"b","req_x_tenant_id":"c"}`,
+		`{` + ts + `,"req_x_tenant_id":"c","x_tenant_id":"b","x-tenant-id":"a"}`,
+		`{` + ts + `,"x_tenant_id":"b","x-tenant-id":"a"}`,
+	} {
+		recs, bad := readAll(t, input+"\n", Options{Headers: []string{"x-tenant-id"}})
+		if len(bad) > 0 || len(recs) != 1 {
+			t.Fatalf("%s: %d records, bad %v", input, len(recs), bad)
+		}
+		if got := recs[0].Headers; len(got) != 1 || got[0].Value != "a" {
+			t.Errorf("%s: headers %v, want x-tenant-id=a once", input, got)
+		}
+	}
 }
 
 func TestLongLine(t *testing.T) {
@@ -533,15 +556,24 @@ func TestKeyPrecedence(t *testing.T) {
 	}
 }
 
-// Envoy's default text format has fixed fields: a mapping is refused rather than ignored.
-func TestTextFormatRefusesMapping(t *testing.T) {
+// Envoy's default text format has fixed fields: a mapping is refused when the format is given,
+// and left unseen when the format was detected (the mapping may be for the other logs).
+func TestTextFormatMapping(t *testing.T) {
 	line := `[2024-05-01T12:00:00.001Z] "GET /a HTTP/1.1" 200 - 0 10 1 - "1.2.3.4" "ua" "id" "host" "10.0.0.1:80"` + "\n"
-	_, err := NewReader("log", strings.NewReader(line), Options{Mapping: Mapping{"start_time": "ts"}})
+	m := Mapping{"start_time": "ts"}
+	_, err := NewReader("log", strings.NewReader(line), Options{Format: FormatEnvoyText, Mapping: m})
 	if err == nil || !strings.Contains(err.Error(), "--field does not apply") {
 		t.Errorf("text log with --field: got %v, want a refusal", err)
 	}
-	if _, err := NewReader("log", strings.NewReader(line), Options{}); err != nil {
-		t.Errorf("text log without --field: %v", err)
+	r, err := NewReader("log", strings.NewReader(line), Options{Mapping: m})
+	if err != nil {
+		t.Fatalf("detected text log with --field: %v", err)
+	}
+	var rec Record
+	for r.Read(&rec) != io.EOF {
+	}
+	if got := r.Unseen(); !slices.Equal(got, []string{"start_time=ts"}) {
+		t.Errorf("detected text log: unseen %v, want [start_time=ts]", got)
 	}
 }
 

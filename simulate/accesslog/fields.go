@@ -3,6 +3,7 @@ package accesslog
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,6 +103,12 @@ func ParseMapping(specs []string) (Mapping, error) {
 		if fieldByName[name] == fieldClientIP {
 			return nil, fmt.Errorf("field %q: client_ip is derived; map downstream_remote_address or x_forwarded_for", s)
 		}
+		for other, k := range m {
+			if k == key {
+				// One key feeds one field: the other would stay empty in every record.
+				return nil, fmt.Errorf("field %q: key %q is already mapped to %s", s, key, other)
+			}
+		}
 		m[strings.ToLower(name)] = key
 	}
 	return m, nil
@@ -116,41 +123,39 @@ type target struct {
 	// rank is the key's place among its field's keys (defaultKeys; a mapped key is 0): a
 	// value from a lower rank wins.
 	rank uint8
-	// mapped is 1 + the index of the key among a Mapping's sorted keys (mappedKeys), or 0 for
-	// a default key: parsers note which mapped keys the log has (Reader.Unseen).
+	// mapped is 1 + the index of the key's mapping among mappedKeys, or 0 for a default
+	// key: parsers note which mapped keys the log has (Reader.Unseen).
 	mapped int
 }
 
-// mappedKeys lists m's entries sorted by key, as NAME=KEY, in the order target.mapped counts.
-func mappedKeys(m Mapping) (keys, specs []string) {
+// mappedKey is one --field mapping: the log key and the NAME=KEY it was given as.
+type mappedKey struct{ key, spec string }
+
+// mappedKeys lists m's mappings sorted by key, in the order target.mapped counts.
+func mappedKeys(m Mapping) []mappedKey {
+	var out []mappedKey
 	for name, key := range m {
-		keys = append(keys, key)
-		specs = append(specs, name+"="+key)
+		out = append(out, mappedKey{key, name + "=" + key})
 	}
-	sort.Sort(byFirst{keys, specs})
-	return keys, specs
+	slices.SortFunc(out, func(a, b mappedKey) int { return strings.Compare(a.key, b.key) })
+	return out
 }
 
-// byFirst sorts two slices by the first.
-type byFirst struct{ a, b []string }
-
-func (s byFirst) Len() int           { return len(s.a) }
-func (s byFirst) Less(i, j int) bool { return s.a[i] < s.a[j] }
-func (s byFirst) Swap(i, j int) {
-	s.a[i], s.a[j] = s.a[j], s.a[i]
-	s.b[i], s.b[j] = s.b[j], s.b[i]
+// fieldRanks holds the rank of the key each of the current record's values came from: per
+// well-known field (unranked before any), and per captured header, in the order of
+// Record.Headers. Parsers reset it for each line.
+type fieldRanks struct {
+	fields  [fieldHeader]uint8
+	headers []uint8
 }
-
-// fieldRanks holds, per well-known field, the rank of the key the current record's value came
-// from (unranked before any). Parsers reset it for each line.
-type fieldRanks [fieldHeader]uint8
 
 const unranked = math.MaxUint8
 
 func (r *fieldRanks) reset() {
-	for i := range r {
-		r[i] = unranked
+	for i := range r.fields {
+		r.fields[i] = unranked
 	}
+	r.headers = r.headers[:0]
 }
 
 // keyTable maps log keys to targets for one reader. Mapped keys replace the defaults of the
@@ -159,10 +164,9 @@ func keyTable(m Mapping, headers []string) map[string]target {
 	t := map[string]target{}
 	mapped := map[field]bool{}
 	mappedHeader := map[string]bool{}
-	keys, _ := mappedKeys(m)
 	index := map[string]int{}
-	for i, k := range keys {
-		index[k] = i + 1
+	for i, mk := range mappedKeys(m) {
+		index[mk.key] = i + 1
 	}
 	for name, key := range m {
 		if f, ok := fieldByName[name]; ok {
@@ -188,9 +192,9 @@ func keyTable(m Mapping, headers []string) map[string]target {
 		if mappedHeader[h] {
 			continue
 		}
-		for _, k := range []string{h, strings.ReplaceAll(h, "-", "_"), "req_" + strings.ReplaceAll(h, "-", "_")} {
+		for i, k := range []string{h, strings.ReplaceAll(h, "-", "_"), "req_" + strings.ReplaceAll(h, "-", "_")} {
 			if _, taken := t[k]; !taken {
-				t[k] = target{f: fieldHeader, name: h, fold: true}
+				t[k] = target{f: fieldHeader, name: h, fold: true, rank: uint8(i)}
 			}
 		}
 	}
@@ -217,10 +221,10 @@ func (tg target) set(rec *Record, v string, ranks *fieldRanks) error {
 		return nil
 	}
 	if tg.f < fieldHeader {
-		if tg.rank > ranks[tg.f] {
+		if tg.rank > ranks.fields[tg.f] {
 			return nil
 		}
-		ranks[tg.f] = tg.rank
+		ranks.fields[tg.f] = tg.rank
 	}
 	switch tg.f {
 	case fieldTime:
@@ -254,7 +258,16 @@ func (tg target) set(rec *Record, v string, ranks *fieldRanks) error {
 	case fieldRemote:
 		rec.RemoteAddr = v
 	case fieldHeader:
+		for i := range rec.Headers {
+			if rec.Headers[i].Name == tg.name {
+				if tg.rank < ranks.headers[i] {
+					rec.Headers[i].Value, ranks.headers[i] = v, tg.rank
+				}
+				return nil
+			}
+		}
 		rec.Headers = append(rec.Headers, Header{Name: tg.name, Value: v})
+		ranks.headers = append(ranks.headers, tg.rank)
 	}
 	return nil
 }

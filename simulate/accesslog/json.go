@@ -19,7 +19,8 @@ type jsonParser struct {
 	nestedChecked bool
 	nested        bool
 	ranks         fieldRanks // the current line's (target.set)
-	// seen[i] says a line had the mapped key of target.mapped i+1 (Reader.Unseen).
+	// seen[i] says a line had a value for the mapped key of target.mapped i+1; it is the
+	// Reader's (Reader.Unseen).
 	seen []bool
 }
 

@@ -73,18 +73,24 @@ type Reader struct {
 	// noTime is the error of a line without a timestamp, made once so such lines cost no more
 	// than other bad lines.
 	noTime error
-	// unseen lists the mapped keys no line has had so far (Unseen).
-	unseen func() []string
+	// mapped are the --field mappings, and seen[i] says a line had a value for mapped[i]'s
+	// key (the parser marks it; a CSV header was checked when it was read).
+	mapped []mappedKey
+	seen   []bool
 }
 
-// Unseen returns the --field mappings (NAME=KEY) whose KEY no line read so far had, sorted: a
-// misspelt key would otherwise leave its field empty in every record without a word. A CSV
-// log's mappings are checked against its header when it is opened, so it never has any.
+// Unseen returns the --field mappings (NAME=KEY) for whose KEY no line read so far had a
+// value, in the order of their keys: a misspelt key would otherwise leave its field empty in
+// every record without a word. A CSV log's mappings are checked against its header when it
+// is opened, so it never has any; a text log has fixed fields, so it has all of them.
 func (r *Reader) Unseen() []string {
-	if r.unseen == nil {
-		return nil
+	var out []string
+	for i, mk := range r.mapped {
+		if !r.seen[i] {
+			out = append(out, mk.spec)
+		}
 	}
-	return r.unseen()
+	return out
 }
 
 // NewReader returns a Reader of r, named name in errors. Gzip input is decompressed. A CSV log's
@@ -105,27 +111,16 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 		format = sniff(br)
 	}
 	keys := keyTable(opts.Mapping, opts.Headers)
+	rd.mapped = mappedKeys(opts.Mapping)
+	rd.seen = make([]bool, len(rd.mapped))
 	switch format {
 	case FormatEnvoyJSON, FormatJSONL:
-		mkeys, specs := mappedKeys(opts.Mapping)
-		p := &jsonParser{keys: newKeyIndex(keys), seen: make([]bool, len(mkeys))}
+		p := &jsonParser{keys: newKeyIndex(keys), seen: rd.seen}
 		rd.read = p.parse
-		rd.unseen = func() []string {
-			seen := map[string]bool{}
-			for i, k := range mkeys {
-				seen[k] = seen[k] || p.seen[i]
-			}
-			var out []string
-			for i, k := range mkeys {
-				if !seen[k] {
-					out = append(out, specs[i])
-				}
-			}
-			return out
-		}
 	case FormatEnvoyText:
-		if len(opts.Mapping) > 0 {
-			// The text format's fields are fixed by position; a mapping would be ignored.
+		if opts.Format == FormatEnvoyText && len(opts.Mapping) > 0 {
+			// The text format's fields are fixed by position; a mapping would be ignored. A
+			// text log detected among others leaves its mappings unseen instead (Unseen).
 			return nil, fmt.Errorf("%s: --field does not apply to Envoy's default text format, whose fields are fixed", name)
 		}
 		rd.read = parseText
@@ -133,6 +128,9 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 		c := &csvState{keys: keys}
 		if err := rd.readCSVHeader(c, opts.Mapping); err != nil {
 			return nil, err
+		}
+		for i := range rd.seen {
+			rd.seen[i] = true // readCSVHeader found every mapped column
 		}
 		rd.read = c.parse
 	default:

@@ -266,7 +266,7 @@ func Warnings(r *Report) []string {
 	}
 	for _, spec := range r.UnseenFields {
 		_, key, _ := strings.Cut(spec, "=")
-		ws = append(ws, fmt.Sprintf("--field %s: no record had the key %q, so that field was empty throughout.", spec, key))
+		ws = append(ws, fmt.Sprintf("--field %s: no record had a value for the key %q, so that field was empty throughout.", spec, key))
 	}
 	if r.Requests > 0 && r.Totals.RequestsWithUser == 0 {
 		ws = append(ws, "No request carried a user (a JWT subject or a TLS fingerprint), so shared-NAT collateral cannot be seen in this log.")
