@@ -160,8 +160,8 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	return r, nil
 }
 
-// readAll parses inputs (sourceOf) into batches, calling prepare on each record and send on each batch
-// before it is sent.
+// readAll reads the logs (sourceOf) into batches, calling prepare on each record and send on
+// each batch before it is sent.
 func readAll(ctx context.Context, readers []*accesslog.Reader, free <-chan *batch, full chan<- *batch,
 	prepare, send func(*batch), onBad func(*accesslog.LineError) error) error {
 	var b *batch
