@@ -39,7 +39,8 @@ type Config struct {
 	// A value may also be written KEY=VALUE with KEY a descriptor key, as reports show
 	// identities; it then stands for VALUE.
 	Legit []string
-	// TopN is how many denied identities to report per rule.
+	// TopN is how many denied identities to report per rule: 0 means 10, and a negative
+	// number none.
 	TopN int
 }
 
@@ -96,7 +97,7 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.NATUsers <= 0 {
 		cfg.NATUsers = 20
 	}
-	if cfg.TopN <= 0 {
+	if cfg.TopN == 0 {
 		cfg.TopN = 10
 	}
 	if cfg.Assign.Kind == "" {

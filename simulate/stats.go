@@ -130,7 +130,7 @@ func (s *ruleStats) finish(topN, natUsers int, users func(string) (int, bool), s
 		}
 		return denied[i].display < denied[j].display
 	})
-	for _, ks := range denied[:min(topN, len(denied))] {
+	for _, ks := range denied[:max(0, min(topN, len(denied)))] {
 		id := report.Identity{Value: ks.display, Denials: ks.denials, Requests: ks.requests, Legit: ks.legit > 0, LegitDenials: ks.legit}
 		if ks.addr != "" {
 			id.Users, id.UsersCapped = users(ks.addr)

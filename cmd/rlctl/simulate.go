@@ -154,7 +154,7 @@ func newSimulateCmd() *cobra.Command {
 	f.IntVar(&sf.natUsers, "nat-users", 20, "users behind one address or subnet that make its denials shared-NAT collateral")
 	f.StringVar(&sf.legitFile, "legit", "", "file of legitimate descriptor values, one per line (VALUE or KEY=VALUE)")
 	f.StringVar(&sf.domain, "domain", "", "replay only this domain")
-	f.IntVar(&sf.top, "top", 10, "denied identities to list per rule")
+	f.IntVar(&sf.top, "top", 10, "denied identities to list per rule (0: none)")
 	f.StringVarP(&sf.output, "output", "o", "table", "output format: table, json, markdown or html (text or json with --journal)")
 	f.StringVar(&sf.out, "out", "", "write the report to this file instead of stdout")
 	f.StringArrayVar(&sf.failIf, "fail-if", nil, "exit 1 when METRIC OP VALUE holds, e.g. 'false_positive_rate>0.5%'")
@@ -188,6 +188,12 @@ func (sf *simulateFlags) parseLogSettings() (logSettings, error) {
 			}
 			ls.thresholds = append(ls.thresholds, th)
 		}
+	}
+	if sf.top < 0 {
+		return ls, usageErrorf("simulate: --top %d: want 0 (none) or more", sf.top)
+	}
+	if sf.natUsers < 1 {
+		return ls, usageErrorf("simulate: --nat-users %d: want at least 1", sf.natUsers)
 	}
 	if sf.gateways < 1 {
 		return ls, usageErrorf("simulate: --gateways %d: want at least 1", sf.gateways)
@@ -233,7 +239,7 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 	stop := startProgress(cmd.ErrOrStderr(), total)
 	r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
 		Sim: simulate.Config{Model: model, Domain: sf.domain, Gateways: sf.gateways, Assign: ls.assign,
-			Latency: ls.latency, NATUsers: sf.natUsers, Legit: legit, TopN: sf.top},
+			Latency: ls.latency, NATUsers: sf.natUsers, Legit: legit, TopN: topN(sf.top)},
 		Log:    accesslog.Options{Format: ls.format, Mapping: ls.mapping},
 		MaxBad: sf.maxBad,
 	}, inputs)
@@ -243,6 +249,10 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 	}
 	if r.Requests == 0 {
 		// Thresholds would hold vacuously: a wrong path or an empty rotation must not pass CI.
+		if len(r.BadLineSamples) > 0 {
+			b := r.BadLineSamples[0]
+			return usageErrorf("simulate: the logs hold no records to replay (%d bad lines; the first, %s:%d: %s)", r.BadLines, b.File, b.Line, b.Error)
+		}
 		return usageErrorf("simulate: the logs hold no records to replay (%d bad lines)", r.BadLines)
 	}
 	r.Policies = sf.policies
@@ -365,6 +375,14 @@ func validOutput(o string) bool {
 	return o == "md"
 }
 
+// topN is --top as simulate.Config.TopN says it: 0 there is the default, so none is -1.
+func topN(top int) int {
+	if top == 0 {
+		return -1
+	}
+	return top
+}
+
 func readLegit(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -374,7 +392,9 @@ func readLegit(path string) ([]string, error) {
 	var vals []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v := strings.TrimSpace(sc.Text()); v != "" && !strings.HasPrefix(v, "#") {
+		// Whole-line comments only: a value may hold a '#'. A byte order mark is not part of
+		// the first value.
+		if v := strings.TrimSpace(strings.TrimPrefix(sc.Text(), "\ufeff")); v != "" && !strings.HasPrefix(v, "#") {
 			vals = append(vals, v)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func readAll(t *testing.T, input string, opts Options) ([]Record, []*LineError) {
@@ -342,6 +343,11 @@ func TestParseTime(t *testing.T) {
 		{"2024-05-01T14:00:00.123+02:00", 1714564800123, true},
 		{"1714564800", 1714564800000, true},
 		{"1714564800123", 1714564800123, true},
+		{"1714564800.123", 1714564800123, true},
+		{"1714564800123456", 1714564800123, true},    // %s%6f
+		{"1714564800123456789", 1714564800123, true}, // %s%9f
+		{"56302-05-26T00:00:00Z", 0, false},
+		{"1e30", 0, false},
 		{"yesterday", 0, false},
 		{"2024-13-01T00:00:00Z", 0, false},
 	}
@@ -598,5 +604,28 @@ func TestUnseen(t *testing.T) {
 	}
 	if got, want := r.Unseen(), []string{"x-plan=plann", "x-tenant-id=tenantt"}; !slices.Equal(got, want) {
 		t.Errorf("unseen: got %v, want %v", got, want)
+	}
+}
+
+// A UTF-8 byte order mark before the first line is not part of it, and a bad line quoted in a
+// report is valid UTF-8 even when the 200-byte cut splits a character.
+func TestBOMAndQuotedText(t *testing.T) {
+	bom := "\xef\xbb\xbf"
+	for _, tt := range []struct {
+		name, input string
+		opts        Options
+	}{
+		{"json", bom + `{"start_time":"2024-05-01T12:00:00Z","path":"/a"}` + "\n", Options{}},
+		{"csv", bom + "\"start_time\",path\n2024-05-01T12:00:00Z,/a\n", Options{Format: FormatCSV}},
+	} {
+		recs, bad := readAll(t, tt.input, tt.opts)
+		if len(bad) > 0 || len(recs) != 1 || recs[0].Path != "/a" {
+			t.Errorf("%s with a BOM: %d records, bad %v", tt.name, len(recs), bad)
+		}
+	}
+	line := `{"start_time":"2024-05-01T12:00:00Z","path":"/` + strings.Repeat("é", 150) + `"` + "\n"
+	_, bad := readAll(t, line, Options{})
+	if len(bad) != 1 || !utf8.ValidString(bad[0].Text) {
+		t.Errorf("quoted bad line: %d bad, valid UTF-8 %v", len(bad), len(bad) == 1 && utf8.ValidString(bad[0].Text))
 	}
 }

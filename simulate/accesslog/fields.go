@@ -289,18 +289,43 @@ func atoi(s string) (int, error) {
 }
 
 // parseTime reads a timestamp: RFC 3339 with any fraction (Envoy's START_TIME is
-// 2024-05-01T12:00:00.123Z), or a Unix epoch number in seconds (with a fraction) or
-// milliseconds (13 digits or more).
+// 2024-05-01T12:00:00.123Z), or a Unix epoch number whose size says its unit, as Envoy's
+// %START_TIME(%s)% and its %s%3f, %s%6f and %s%9f forms write it: seconds (with any fraction)
+// below 10^11, milliseconds below 10^14, microseconds below 10^17, nanoseconds above. A time
+// outside the years 1970 to 9999 is an error: it would be a typo or a unit the log does not
+// say, and replaying it would move the virtual clock to it.
 func parseTime(s string) (int64, error) {
-	if ms, ok := fastRFC3339UTC(s); ok {
-		return ms, nil
+	ms, ok := fastRFC3339UTC(s)
+	if !ok {
+		var err error
+		if ms, err = parseTimeSlow(s); err != nil {
+			return 0, err
+		}
 	}
+	if ms < 0 || ms > maxTimeMs {
+		return 0, fmt.Errorf("time %q: outside the years 1970 to 9999", s)
+	}
+	return ms, nil
+}
+
+// maxTimeMs is the last millisecond of the year 9999.
+const maxTimeMs = 253402300799999
+
+func parseTimeSlow(s string) (int64, error) {
 	if s != "" && s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
-		if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 {
-			if f >= 1e12 {
-				return int64(f), nil
-			}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, fmt.Errorf("time %q: want RFC 3339 or Unix epoch", s)
+		}
+		switch {
+		case f < 1e11:
 			return int64(f*1000 + 0.5), nil
+		case f < 1e14:
+			return int64(f), nil
+		case f < 1e17:
+			return int64(f / 1e3), nil
+		default:
+			return int64(f / 1e6), nil
 		}
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)

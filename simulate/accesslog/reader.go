@@ -105,6 +105,9 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 		}
 		br = bufio.NewReaderSize(zr, 256<<10)
 	}
+	if bom, _ := br.Peek(3); bytes.Equal(bom, []byte("\xef\xbb\xbf")) {
+		br.Discard(3) // a UTF-8 byte order mark, as editors on Windows write them
+	}
 	rd := &Reader{name: name, br: br, noTime: fmt.Errorf("no timestamp (%s)", timeKeys(opts.Mapping))}
 	format := opts.Format
 	if format == FormatAuto {
@@ -241,7 +244,8 @@ func (r *Reader) readCSVHeader(c *csvState, m Mapping) error {
 func (r *Reader) Line() int64 { return r.line }
 
 func (r *Reader) lineError(err error, line []byte) *LineError {
-	text := strings.TrimRight(string(line[:min(len(line), 200)]), "\r\n")
+	// Cut to 200 bytes, which may split a character: reports must stay valid UTF-8.
+	text := strings.ToValidUTF8(strings.TrimRight(string(line[:min(len(line), 200)]), "\r\n"), "\uFFFD")
 	return &LineError{File: r.name, Line: r.line, Err: err, Text: text}
 }
 

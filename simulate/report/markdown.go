@@ -227,7 +227,7 @@ func mdEscape(s string) string {
 	s = strings.ReplaceAll(s, "`", "'")
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) > 200 {
-		s = s[:200] + "…"
+		s = strings.ToValidUTF8(s[:200], "") + "…" // the cut may split a character
 	}
 	return s
 }
