@@ -165,7 +165,7 @@ func (s *Simulator) Finish() (*report.Report, error) {
 			StoreLatency: s.cfg.Latency.String(), NATUsers: s.cfg.NATUsers, BucketMs: s.bucketMs},
 	}
 	r.Totals.Matched, r.Totals.RequestsWouldDeny, r.Totals.RequestsDenied = s.matched, s.wouldDeny, s.denied
-	r.Reordered, r.AssignMissing = s.reordered, s.assign.missing
+	r.Reordered, r.FirstReordered, r.AssignMissing = s.reordered, s.firstReordered, s.assign.missing
 	r.Totals.RequestsWithUser = s.nat.withUser
 	for _, rs := range s.rules {
 		r.Rules = append(r.Rules, rs.stats.finish(s.cfg.TopN, s.cfg.NATUsers, s.nat.count, s.startMs, s.bucketMs, buckets))

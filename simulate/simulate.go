@@ -85,6 +85,7 @@ type Simulator struct {
 	// requests counts the records replayed, matched those some rule matched, wouldDeny and
 	// denied those some rule would deny (any stage) and reject (given its stage).
 	requests, matched, wouldDeny, denied, reordered int64
+	firstReordered                                  string // FILE:LINE of the first reordered record
 	ctx                                             context.Context
 }
 
@@ -399,6 +400,9 @@ func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
 		s.started, s.startMs, s.nowUs, s.nextTick = true, t, t*1000, t
 	}
 	if t < s.nowUs/1000 {
+		if s.reordered == 0 {
+			s.firstReordered = fmt.Sprintf("%s:%d", rec.File, rec.Line)
+		}
 		s.reordered++
 		t = s.nowUs / 1000
 	}

@@ -370,3 +370,18 @@ func TestSeriesEndWithLog(t *testing.T) {
 		}
 	}
 }
+
+// A record logged before an earlier one is replayed at the later time, counted, and the first
+// such is named: one record from far in the future makes every later one late.
+func TestReordered(t *testing.T) {
+	recs := []accesslog.Record{
+		{File: "x.log", Line: 1, TimeMs: 1_000},
+		{File: "x.log", Line: 2, TimeMs: 9_000},
+		{File: "x.log", Line: 3, TimeMs: 2_000},
+		{File: "x.log", Line: 4, TimeMs: 3_000},
+	}
+	r := replay(t, Config{Model: testModel()}, recs)
+	if r.Reordered != 2 || r.FirstReordered != "x.log:3" {
+		t.Errorf("reordered %d, first %q; want 2, x.log:3", r.Reordered, r.FirstReordered)
+	}
+}

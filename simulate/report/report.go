@@ -15,6 +15,7 @@
 //	  "bad_lines": 3,                    // lines skipped as unparseable
 //	  "bad_line_samples": [{"file":"access.log","line":17,"error":"...","text":"..."}],
 //	  "reordered": 0,                    // records logged before an earlier one; replayed late
+//	  "first_reordered": "a.log:17",     // the first of them, when there are any
 //	  "assign_missing": 0,               // records without the field of --assign hash: or field:
 //	  "unseen_fields": ["x-tenant-id=tenantt"], // --field mappings whose key no record had
 //	  "start_ms": 1714564800000, "end_ms": 1714565400000,
@@ -80,6 +81,9 @@ type Report struct {
 	// Reordered counts records whose time was before an earlier record's (of their own log,
 	// when logs are merged); they were replayed at the later time.
 	Reordered int64 `json:"reordered"`
+	// FirstReordered is where the first reordered record is, as FILE:LINE; empty when none is.
+	// One record from far in the future makes every later one reordered: look there first.
+	FirstReordered string `json:"first_reordered,omitempty"`
 	// AssignMissing counts records without the field a hash or field assignment reads
 	// (Settings.Assignment): a hash sends them all to one gateway, a field to "unnamed".
 	AssignMissing int64 `json:"assign_missing"`
@@ -262,7 +266,7 @@ func Warnings(r *Report) []string {
 			r.AssignMissing, pct(ratio(r.AssignMissing, r.Requests)), r.Settings.Assignment, goes))
 	}
 	if r.Reordered > 0 {
-		ws = append(ws, fmt.Sprintf("%d records were logged before an earlier one of their log; they were replayed at the later time.", r.Reordered))
+		ws = append(ws, fmt.Sprintf("%d records were logged before an earlier one of their log; they were replayed at the later time (the first at %s).", r.Reordered, r.FirstReordered))
 	}
 	for _, spec := range r.UnseenFields {
 		_, key, _ := strings.Cut(spec, "=")

@@ -133,7 +133,7 @@ func TestNiceCeil(t *testing.T) {
 
 func TestWarningsInEveryFormat(t *testing.T) {
 	r := sample(1)
-	r.AssignMissing, r.Reordered, r.Settings.Assignment = 10, 3, "field:a_b|<c>"
+	r.AssignMissing, r.Reordered, r.FirstReordered, r.Settings.Assignment = 10, 3, "a.log:17", "field:a_b|<c>"
 	if got, want := len(Warnings(r)), 3; got != want {
 		t.Fatalf("warnings: got %d, want %d: %q", got, want, Warnings(r))
 	}
@@ -143,11 +143,11 @@ func TestWarningsInEveryFormat(t *testing.T) {
 	}{
 		{"markdown", []string{
 			"> ⚠️ 10 records (1.00%) lack the field of --assign field:a\\_b\\|\\<c\\>; they went to a gateway named \"unnamed\".\n\n",
-			"> ⚠️ 3 records were logged before an earlier one of their log; they were replayed at the later time.\n\n",
+			"> ⚠️ 3 records were logged before an earlier one of their log; they were replayed at the later time (the first at a.log:17).\n\n",
 			"> ⚠️ No request carried a user (a JWT subject or a TLS fingerprint), so shared-NAT collateral cannot be seen in this log.\n\n"}},
 		{"html", []string{
 			`<div class="warn">&#9888; 10 records (1.00%) lack the field of --assign field:a_b|&lt;c&gt;; they went to a gateway named &#34;unnamed&#34;.</div>`,
-			`<div class="warn">&#9888; 3 records were logged before an earlier one of their log; they were replayed at the later time.</div>`,
+			`<div class="warn">&#9888; 3 records were logged before an earlier one of their log; they were replayed at the later time (the first at a.log:17).</div>`,
 			`<div class="warn">&#9888; No request carried a user (a JWT subject or a TLS fingerprint), so shared-NAT collateral cannot be seen in this log.</div>`}},
 	} {
 		var b strings.Builder
