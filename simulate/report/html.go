@@ -305,6 +305,8 @@ func writeXTicks(b *strings.Builder, f frame) {
 		layout = "15:04:05.000"
 	case tick < 1000:
 		layout = "15:04:05.0"
+	case f.spanMs > 86_400_000:
+		layout = "Jan 2 15:04" // a span of days: the time of day alone would repeat
 	}
 	for i := 0; i <= ticks; i++ {
 		anchor := "middle"

@@ -146,8 +146,8 @@ func markdownHead(r *Report) string {
 		status = "❌ a threshold was crossed"
 	}
 	fmt.Fprintf(&b, "### rlctl simulate: %s\n\n", status)
-	fmt.Fprintf(&b, "Replayed **%d** requests (%d bad lines skipped) from %s through `%s` on %d virtual gateways (%s, store latency %s).\n\n",
-		r.Requests, r.BadLines, mdCode(strings.Join(r.Logs, ", ")), mdEscape(r.Policies), r.Settings.Gateways, r.Settings.Assignment, r.Settings.StoreLatency)
+	fmt.Fprintf(&b, "Replayed **%d** requests (%d bad lines skipped) from %s, %s, through `%s` on %d virtual gateways (%s, store latency %s).\n\n",
+		r.Requests, r.BadLines, mdCode(strings.Join(r.Logs, ", ")), window(r), mdEscape(r.Policies), r.Settings.Gateways, r.Settings.Assignment, r.Settings.StoreLatency)
 	for _, warning := range Warnings(r) {
 		fmt.Fprintf(&b, "> ⚠️ %s\n\n", mdText(warning))
 	}

@@ -115,10 +115,24 @@ func note(id Identity) string {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+// window is the replay's time span, with the end's date when it is not the start's.
 func window(r *Report) string {
-	if r.EndMs <= r.StartMs {
+	if r.Requests == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%s to %s (%s)", time.UnixMilli(r.StartMs).UTC().Format("2006-01-02T15:04:05Z"),
-		time.UnixMilli(r.EndMs).UTC().Format("15:04:05Z"), time.Duration(r.EndMs-r.StartMs)*time.Millisecond)
+	start, end := time.UnixMilli(r.StartMs).UTC(), time.UnixMilli(r.EndMs).UTC()
+	endFormat := "15:04:05Z"
+	if end.Format(time.DateOnly) != start.Format(time.DateOnly) {
+		endFormat = "2006-01-02T15:04:05Z"
+	}
+	return fmt.Sprintf("%s to %s (%s)", start.Format("2006-01-02T15:04:05Z"), end.Format(endFormat), span(r.EndMs-r.StartMs))
+}
+
+// span says how long ms milliseconds are: as a Go duration up to two days, in days beyond
+// (time.Duration ends at 292 years).
+func span(ms int64) string {
+	if ms <= 2*86_400_000 {
+		return (time.Duration(ms) * time.Millisecond).String()
+	}
+	return fmt.Sprintf("%.1f days", float64(ms)/86_400_000)
 }
