@@ -155,6 +155,11 @@ type gatewayRule struct {
 	mgr *engine.LeaseManager
 }
 
+// maxFieldGateways bounds the gateways a field assignment makes. Each costs a lease manager per
+// rule and a lease per key it sees; a field with more distinct values than this (a request ID,
+// say) does not name gateways.
+const maxFieldGateways = 1024
+
 // assigner picks gateways.
 type assigner struct {
 	a      Assignment
@@ -166,6 +171,8 @@ type assigner struct {
 	missing int64
 }
 
+// pick returns the gateway of rec, or -1 when a field assignment would need more than
+// maxFieldGateways.
 func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 	switch as.a.Kind {
 	case "hash":
@@ -189,6 +196,9 @@ func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 		}
 		if i, ok := as.byName[name]; ok {
 			return i
+		}
+		if len(as.byName) == maxFieldGateways {
+			return -1
 		}
 		// The gateway keeps its name, which Run's records view in a buffer it reuses.
 		name = strings.Clone(name)

@@ -411,6 +411,10 @@ func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
 	}
 	s.requests++
 	g := s.assign.pick(s, rec)
+	if g < 0 {
+		return fmt.Errorf("--assign %s: more than %d distinct values, the next at %s:%d; a field that names gateways has a few",
+			s.cfg.Assign, maxFieldGateways, rec.File, rec.Line)
+	}
 	var would, denied bool
 	for i := range p.hits {
 		h := &p.hits[i]

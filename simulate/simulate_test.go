@@ -385,3 +385,27 @@ func TestReordered(t *testing.T) {
 		t.Errorf("reordered %d, first %q; want 2, x.log:3", r.Reordered, r.FirstReordered)
 	}
 }
+
+// A field assignment whose field takes a value per request (a request ID) is refused once it
+// would make more than maxFieldGateways gateways, instead of growing a gateway per request.
+func TestAssignFieldBound(t *testing.T) {
+	a, err := ParseAssignment("field:x-request-id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Model: testModel(), Assign: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i <= maxFieldGateways; i++ {
+		rec := accesslog.Record{File: "r.log", Line: int64(i + 1), TimeMs: 1000 + int64(i),
+			Headers: []accesslog.Header{{Name: "x-request-id", Value: fmt.Sprintf("req-%d", i)}}}
+		err = s.Replay(&rec)
+		if i < maxFieldGateways && err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d distinct values, the next at r.log:%d", maxFieldGateways, maxFieldGateways+1)) {
+		t.Errorf("record %d: got %v, want the bound named", maxFieldGateways, err)
+	}
+}

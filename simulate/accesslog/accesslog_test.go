@@ -629,3 +629,24 @@ func TestBOMAndQuotedText(t *testing.T) {
 		t.Errorf("quoted bad line: %d bad, valid UTF-8 %v", len(bad), len(bad) == 1 && utf8.ValidString(bad[0].Text))
 	}
 }
+
+// A read error names the log and where it stopped; a cut-off gzip file says it may be one.
+func TestTruncatedGzip(t *testing.T) {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(zw, `{"start_time":"2024-05-01T12:00:00Z","path":"/a/%d"}`+"\n", i)
+	}
+	zw.Close()
+	cut := z.Bytes()[:z.Len()/2]
+	r, err := NewReader("x.log.gz", bytes.NewReader(cut), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Record
+	for err = r.Read(&rec); err == nil; err = r.Read(&rec) {
+	}
+	if err == io.EOF || !strings.Contains(err.Error(), "x.log.gz: after line ") || !strings.Contains(err.Error(), "truncated gzip") {
+		t.Errorf("truncated gzip: got %v, want the file, the line and a hint", err)
+	}
+}

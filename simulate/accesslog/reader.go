@@ -179,7 +179,13 @@ func (r *Reader) read1(rec *Record, arena *[]byte) error {
 	for {
 		line, err := r.nextLine()
 		if err != nil {
-			return err
+			if err == io.EOF {
+				return err
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				err = fmt.Errorf("%w (a truncated gzip file?)", err)
+			}
+			return fmt.Errorf("%s: after line %d: %w", r.name, r.line, err)
 		}
 		r.line++
 		if len(line) > maxLine {
@@ -267,7 +273,7 @@ func (r *Reader) nextLine() ([]byte, error) {
 			}
 		}
 		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("%s: %w", r.name, err)
+			return nil, err
 		}
 		return r.buf, nil
 	}
@@ -277,5 +283,5 @@ func (r *Reader) nextLine() ([]byte, error) {
 		}
 		return nil, io.EOF
 	}
-	return nil, fmt.Errorf("%s: %w", r.name, err)
+	return nil, err // read1 says where
 }
