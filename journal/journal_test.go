@@ -114,7 +114,7 @@ func TestReaderErrors(t *testing.T) {
 		{"not json", "hello\n", "line 1: bad header"},
 		{"other journal", `{"journal":"x","v":1}` + "\n", "not an rlctl journal"},
 		{"future version", `{"journal":"rlctl","v":99}` + "\n", "version 99"},
-		{"bad record", `{"journal":"rlctl","v":1}` + "\n" + `{"k":"d","t":1}` + "\n{oops\n", "line 3:"},
+		{"bad record", `{"journal":"rlctl","v":1}` + "\n" + `{"k":"d","t":1}` + "\n{oops\n" + `{"k":"d","t":2}` + "\n", "line 3:"},
 		{"bad kind", `{"journal":"rlctl","v":1}` + "\n" + `{"k":"z","t":1}` + "\n", "line 2: kind \"z\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,6 +126,33 @@ func TestReaderErrors(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A malformed last line is a record cut off by a crash: the reader ends before it and says
+// where; the records before it and a bad line followed by others are read as usual.
+func TestReaderCutLastLine(t *testing.T) {
+	head := `{"journal":"rlctl","v":1}` + "\n" + `{"k":"d","t":1}` + "\n"
+	for _, tc := range []struct {
+		name, in string
+		records  int
+		cut      int
+	}{
+		{"cut mid-record", head + `{"k":"d","t":2,"do`, 1, 3},
+		{"cut with a newline", head + "{\"k\":\"d\"\n", 1, 3},
+		{"whole", head + `{"k":"d","t":2}` + "\n", 2, 0},
+	} {
+		r, err := NewReader(strings.NewReader(tc.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, err = r.Next(); err == nil; _, err = r.Next() {
+			n++
+		}
+		if err != io.EOF || n != tc.records || r.Cut() != tc.cut {
+			t.Errorf("%s: %d records, end %v, cut at %d; want %d, EOF, %d", tc.name, n, err, r.Cut(), tc.records, tc.cut)
+		}
 	}
 }
 

@@ -12,7 +12,14 @@ type Reader struct {
 	sc     *bufio.Scanner
 	line   int
 	header Header
+	// pending says the scanner holds a line Next has not returned (it looked past a bad one).
+	pending bool
+	cut     int // the line number of a cut-off last line (Cut)
 }
+
+// Cut is the line number of the journal's last line when it was cut off, as an enforcer that
+// crashed mid-write leaves it, and 0 otherwise. Next returns io.EOF in its place.
+func (r *Reader) Cut() int { return r.cut }
 
 // NewReader reads and checks the header of the journal in r.
 func NewReader(r io.Reader) (*Reader, error) {
@@ -51,9 +58,11 @@ type wireRecord struct {
 }
 
 // Next returns the next record, or io.EOF after the last. A malformed line is an error that
-// names its line number; reading may continue past it.
+// names its line number; reading may continue past it. A malformed last line is the record an
+// enforcer was writing when it stopped: Next returns io.EOF for it, and Cut says so.
 func (r *Reader) Next() (Record, error) {
-	for r.sc.Scan() {
+	for r.pending || r.sc.Scan() {
+		r.pending = false
 		r.line++
 		b := r.sc.Bytes()
 		if len(b) == 0 {
@@ -61,6 +70,11 @@ func (r *Reader) Next() (Record, error) {
 		}
 		var w wireRecord
 		if err := json.Unmarshal(b, &w); err != nil {
+			if !r.sc.Scan() && r.sc.Err() == nil {
+				r.cut = r.line
+				return Record{}, io.EOF
+			}
+			r.pending = true
 			return Record{}, fmt.Errorf("journal: line %d: %w", r.line, err)
 		}
 		if len(w.K) != 1 {

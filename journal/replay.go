@@ -42,6 +42,9 @@ type Summary struct {
 	Ended bool `json:"ended"`
 	// Dropped is the number of records the enforcer could not write.
 	Dropped uint64 `json:"dropped"`
+	// CutLine is the line number of a last line cut off mid-write (the enforcer stopped
+	// without a graceful shutdown); it was not replayed. 0 when the journal is whole.
+	CutLine int `json:"cut_line,omitempty"`
 }
 
 // Mismatch is one place where the replay differs from the journal.
@@ -160,6 +163,7 @@ func replayOne(ctx context.Context, models map[string]*policy.Model, in Input, r
 			return fmt.Errorf("%s:%d: %w", in.Name, r.line, err)
 		}
 	}
+	r.sum.CutLine = jr.Cut()
 	r.finish()
 	rep.Journals = append(rep.Journals, r.sum)
 	rep.Decisions += r.sum.Decisions

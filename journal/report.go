@@ -29,6 +29,9 @@ func WriteReport(w io.Writer, r *Report, format string) error {
 		if s.Ended {
 			end = "ended"
 		}
+		if s.CutLine > 0 {
+			end += fmt.Sprintf("; its last line, %d, was cut off mid-write and not replayed", s.CutLine)
+		}
 		if _, err := fmt.Fprintf(w, "%s: instance %s: %d decisions, %d mismatches, %s\n", s.Name, s.Instance, s.Decisions, s.Mismatches, end); err != nil {
 			return err
 		}
