@@ -286,15 +286,16 @@ func (s *Simulator) countUser(nat *natTracker, p *prepared) {
 	user := p.user
 	if user == "" && p.fp != "" {
 		nat.user = append(append(nat.user[:0], "fp:"...), p.fp...)
-		user = unsafe.String(unsafe.SliceData(nat.user), len(nat.user)) // see keeps only its hash
+		user = unsafe.String(unsafe.SliceData(nat.user), len(nat.user)) // only its hash is kept
 	}
 	if user == "" {
 		return
 	}
 	nat.withUser++
+	h := userHash(user)
 	for i := range s.addrSrc {
 		if p.oks[i] {
-			nat.see(p.values[i], user)
+			nat.seeHash(p.values[i], h)
 		}
 	}
 }
