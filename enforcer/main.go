@@ -7,9 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"runtime/debug"
 
+	"github.com/rlctl/rlctl/internal/buildinfo"
 	"github.com/spf13/pflag"
 )
 
@@ -86,28 +86,8 @@ func Main(ctx context.Context, p Process) error {
 	}
 }
 
-// versionLine is what --version prints: rlctl version's text, with the VCS revision that bi
-// (nil when unknown) records, and whether the working tree was modified.
+// versionLine is what --version prints: rlctl version's text for this command, with the VCS
+// revision that bi (nil when unknown) records.
 func versionLine(version string, bi *debug.BuildInfo) string {
-	if version == "" {
-		version = "dev"
-	}
-	rev, modified := "", false
-	if bi != nil {
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
-	if rev != "" {
-		rev = ", revision " + rev
-		if modified {
-			rev += ", modified"
-		}
-	}
-	return fmt.Sprintf("rlctl-enforcer %s (%s, %s/%s%s)", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, rev)
+	return buildinfo.Of(version, bi).Line("rlctl-enforcer")
 }

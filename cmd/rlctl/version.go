@@ -3,9 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 
+	"github.com/rlctl/rlctl/internal/buildinfo"
 	"github.com/spf13/cobra"
 )
 
@@ -25,14 +25,6 @@ changes):
 JSON (-o json): {"version", "go", "platform", "revision", "modified"}; revision and
 modified are left out when the build did not record them.`
 
-type versionInfo struct {
-	Version  string `json:"version"`
-	Go       string `json:"go"`
-	Revision string `json:"revision,omitempty"`
-	Modified bool   `json:"modified,omitempty"`
-	Platform string `json:"platform"`
-}
-
 func newVersionCmd() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -44,30 +36,14 @@ func newVersionCmd() *cobra.Command {
 			if output != "text" && output != "json" {
 				return usageErrorf("version: unknown output format %q (want text or json)", output)
 			}
-			info := versionInfo{Version: version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-			if bi, ok := readBuildInfo(); ok {
-				for _, s := range bi.Settings {
-					switch s.Key {
-					case "vcs.revision":
-						info.Revision = s.Value
-					case "vcs.modified":
-						info.Modified = s.Value == "true"
-					}
-				}
-			}
+			bi, _ := readBuildInfo()
+			info := buildinfo.Of(version, bi)
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(info)
 			}
-			rev := ""
-			if info.Revision != "" {
-				rev = ", revision " + info.Revision
-				if info.Modified {
-					rev += ", modified"
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rlctl %s (%s, %s%s)\n", info.Version, info.Go, info.Platform, rev)
+			fmt.Fprintln(cmd.OutOrStdout(), info.Line("rlctl"))
 			return nil
 		},
 	}

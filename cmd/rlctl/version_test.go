@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/rlctl/rlctl/internal/buildinfo"
 )
 
 // TestVersionRevision: the VCS revision the build recorded is printed in both formats, marked
@@ -17,13 +19,13 @@ func TestVersionRevision(t *testing.T) {
 	tests := []struct {
 		settings []debug.BuildSetting
 		text     string // a substring of the text output
-		json     versionInfo
+		json     buildinfo.Info
 	}{
-		{nil, platform + ")\n", versionInfo{}},
+		{nil, platform + ")\n", buildinfo.Info{}},
 		{[]debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "false"}},
-			", revision " + rev + ")\n", versionInfo{Revision: rev}},
+			", revision " + rev + ")\n", buildinfo.Info{Revision: rev}},
 		{[]debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"}},
-			", revision " + rev + ", modified)\n", versionInfo{Revision: rev, Modified: true}},
+			", revision " + rev + ", modified)\n", buildinfo.Info{Revision: rev, Modified: true}},
 	}
 	defer func(f func() (*debug.BuildInfo, bool)) { readBuildInfo = f }(readBuildInfo)
 	for i, tt := range tests {
@@ -39,7 +41,7 @@ func TestVersionRevision(t *testing.T) {
 		if code := Main([]string{"version", "-o", "json"}, nil, &out, &errOut); code != 0 {
 			t.Fatalf("step %d: exit %d: %s", i, code, errOut.String())
 		}
-		var got versionInfo
+		var got buildinfo.Info
 		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 			t.Fatal(err)
 		}
