@@ -346,6 +346,7 @@ func TestParseTime(t *testing.T) {
 		{"1714564800.123", 1714564800123, true},
 		{"1714564800123456", 1714564800123, true},    // %s%6f
 		{"1714564800123456789", 1714564800123, true}, // %s%9f
+		{"1714564800123999999", 1714564800123, true}, // a float64 would round it up a millisecond
 		{"56302-05-26T00:00:00Z", 0, false},
 		{"1e30", 0, false},
 		{"yesterday", 0, false},

@@ -313,6 +313,19 @@ const maxTimeMs = 253402300799999
 
 func parseTimeSlow(s string) (int64, error) {
 	if s != "" && s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			// Integers exactly: a float64 has too few digits for nanoseconds.
+			switch {
+			case n < 1e11:
+				return n * 1000, nil
+			case n < 1e14:
+				return n, nil
+			case n < 1e17:
+				return n / 1e3, nil
+			default:
+				return n / 1e6, nil
+			}
+		}
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
 			return 0, fmt.Errorf("time %q: want RFC 3339 or Unix epoch", s)
