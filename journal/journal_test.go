@@ -140,6 +140,7 @@ func TestReaderCutLastLine(t *testing.T) {
 	}{
 		{"cut mid-record", head + `{"k":"d","t":2,"do`, 1, 3},
 		{"cut with a newline", head + "{\"k\":\"d\"\n", 1, 3},
+		{"cut, then blank lines", head + "{\"k\":\"d\"\n\n\n", 1, 3},
 		{"whole", head + `{"k":"d","t":2}` + "\n", 2, 0},
 	} {
 		r, err := NewReader(strings.NewReader(tc.in))
@@ -152,6 +153,27 @@ func TestReaderCutLastLine(t *testing.T) {
 		}
 		if err != io.EOF || n != tc.records || r.Cut() != tc.cut {
 			t.Errorf("%s: %d records, end %v, cut at %d; want %d, EOF, %d", tc.name, n, err, r.Cut(), tc.records, tc.cut)
+		}
+	}
+}
+
+// After a bad line, the lines that follow keep their numbers, blank ones included, and a
+// read error is returned from then on.
+func TestReaderAfterBadLine(t *testing.T) {
+	in := `{"journal":"rlctl","v":1}` + "\n{oops\n\n" + `{"k":"d","t":2}` + "\n" + strings.Repeat("x", 2<<20) + "\n"
+	r, err := NewReader(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(); err == nil || !strings.Contains(err.Error(), "line 2:") {
+		t.Fatalf("bad line: got %v, want an error at line 2", err)
+	}
+	if rec, err := r.Next(); err != nil || rec.TimeMs != 2 || r.Line() != 4 {
+		t.Fatalf("after it: got %+v, %v at line %d; want the record at line 4", rec, err, r.Line())
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := r.Next(); err == nil || !strings.Contains(err.Error(), "line 5:") || errors.Is(err, io.EOF) {
+			t.Errorf("too long a line, call %d: got %v, want its error at line 5", i, err)
 		}
 	}
 }

@@ -12,9 +12,12 @@ type Reader struct {
 	sc     *bufio.Scanner
 	line   int
 	header Header
-	// pending says the scanner holds a line Next has not returned (it looked past a bad one).
+	// pending says the scanner holds a line Next has not returned (it looked past a bad one),
+	// and skipped the blank lines it passed on the way.
 	pending bool
-	cut     int // the line number of a cut-off last line (Cut)
+	skipped int
+	cut     int   // the line number of a cut-off last line (Cut)
+	err     error // a read error, returned from then on
 }
 
 // Cut is the line number of the journal's last line when it was cut off, as an enforcer that
@@ -61,8 +64,13 @@ type wireRecord struct {
 // names its line number; reading may continue past it. A malformed last line is the record an
 // enforcer was writing when it stopped: Next returns io.EOF for it, and Cut says so.
 func (r *Reader) Next() (Record, error) {
+	if r.err != nil {
+		return Record{}, r.err
+	}
 	for r.pending || r.sc.Scan() {
-		r.pending = false
+		if r.pending {
+			r.pending, r.line, r.skipped = false, r.line+r.skipped, 0
+		}
 		r.line++
 		b := r.sc.Bytes()
 		if len(b) == 0 {
@@ -70,11 +78,14 @@ func (r *Reader) Next() (Record, error) {
 		}
 		var w wireRecord
 		if err := json.Unmarshal(b, &w); err != nil {
-			if !r.sc.Scan() && r.sc.Err() == nil {
+			more, skipped := r.scanText()
+			switch {
+			case !more && r.sc.Err() == nil:
 				r.cut = r.line
 				return Record{}, io.EOF
+			case more:
+				r.pending, r.skipped = true, skipped
 			}
-			r.pending = true
 			return Record{}, fmt.Errorf("journal: line %d: %w", r.line, err)
 		}
 		if len(w.K) != 1 {
@@ -89,7 +100,20 @@ func (r *Reader) Next() (Record, error) {
 		return w.Record, nil
 	}
 	if err := r.sc.Err(); err != nil {
-		return Record{}, fmt.Errorf("journal: line %d: %w", r.line+1, err)
+		r.err = fmt.Errorf("journal: line %d: %w", r.line+1+r.skipped, err)
+		return Record{}, r.err
 	}
 	return Record{}, io.EOF
+}
+
+// scanText scans past blank lines to the next line with text, if there is one, and says how
+// many blank lines it passed.
+func (r *Reader) scanText() (more bool, skipped int) {
+	for r.sc.Scan() {
+		if len(r.sc.Bytes()) > 0 {
+			return true, skipped
+		}
+		skipped++
+	}
+	return false, skipped
 }

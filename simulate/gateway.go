@@ -169,6 +169,7 @@ type assigner struct {
 	// missing counts records without the field of a hash or field assignment: the hash sends
 	// them all to one gateway, and the field to the one named "unnamed".
 	missing int64
+	named   int // gateways a field assignment made for values of the field
 }
 
 // pick returns the gateway of rec, or -1 when a field assignment would need more than
@@ -197,8 +198,11 @@ func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 		if i, ok := as.byName[name]; ok {
 			return i
 		}
-		if len(as.byName) == maxFieldGateways {
+		if name != "unnamed" && as.named == maxFieldGateways {
 			return -1
+		}
+		if name != "unnamed" {
+			as.named++
 		}
 		// The gateway keeps its name, which Run's records view in a buffer it reuses.
 		name = strings.Clone(name)

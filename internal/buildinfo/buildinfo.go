@@ -17,11 +17,16 @@ type Info struct {
 	Platform string `json:"platform"`
 }
 
-// Of describes the build of version ("dev" when empty) whose build information is bi (nil when
-// unknown: a test binary, or a build with -buildvcs=false, records no revision).
+// Of describes the build of version, stamped at link time, whose build information is bi (nil
+// when unknown: a test binary, or a build with -buildvcs=false, records no revision). Without
+// a stamp ("" or "dev") the version is the module's, as `go install ...@v1.2.3` records it, or
+// else "dev".
 func Of(version string, bi *debug.BuildInfo) Info {
-	if version == "" {
+	if version == "" || version == "dev" {
 		version = "dev"
+		if bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			version = bi.Main.Version
+		}
 	}
 	info := Info{Version: version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi != nil {

@@ -313,26 +313,16 @@ const maxTimeMs = 253402300799999
 
 func parseTimeSlow(s string) (int64, error) {
 	if s != "" && s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			// Integers exactly: a float64 has too few digits for nanoseconds.
-			switch {
-			case n < 1e11:
-				return n * 1000, nil
-			case n < 1e14:
-				return n, nil
-			case n < 1e17:
-				return n / 1e3, nil
-			default:
-				return n / 1e6, nil
-			}
+		if ms, ok := epochMs(s); ok {
+			return ms, nil
 		}
-		f, err := strconv.ParseFloat(s, 64)
+		f, err := strconv.ParseFloat(s, 64) // an exponent form, such as 1.7145648e9
 		if err != nil {
 			return 0, fmt.Errorf("time %q: want RFC 3339 or Unix epoch", s)
 		}
 		switch {
 		case f < 1e11:
-			return int64(f*1000 + 0.5), nil
+			return int64(f * 1000), nil
 		case f < 1e14:
 			return int64(f), nil
 		case f < 1e17:
@@ -346,6 +336,45 @@ func parseTimeSlow(s string) (int64, error) {
 		return 0, fmt.Errorf("time %q: want RFC 3339 or Unix epoch", s)
 	}
 	return t.UnixMilli(), nil
+}
+
+// epochMs reads a Unix epoch of digits with an optional fraction exactly, in milliseconds,
+// truncating as RFC 3339 times are (a float64 has too few digits for nanoseconds, and rounds):
+// the number of digits before the point gives the unit (see parseTime).
+func epochMs(s string) (int64, bool) {
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || !digits(whole) || !digits(frac) {
+		return 0, false
+	}
+	whole = strings.TrimLeft(whole, "0")
+	var ms string
+	switch n := len(whole); {
+	case n <= 11: // seconds, below 10^11: the fraction's first three digits are milliseconds
+		ms = whole + (frac + "000")[:3]
+	case n <= 14: // milliseconds
+		ms = whole
+	case n <= 17: // microseconds
+		ms = whole[:n-3]
+	default: // nanoseconds
+		ms = whole[:n-6]
+	}
+	if ms = strings.TrimLeft(ms, "0"); ms == "" {
+		return 0, true
+	}
+	v, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return math.MaxInt64, true // out of range: parseTime refuses it
+	}
+	return v, true
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // fastRFC3339UTC parses YYYY-MM-DDTHH:MM:SS[.fff…]Z without allocating.

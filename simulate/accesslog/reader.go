@@ -70,6 +70,7 @@ type Reader struct {
 	line int64
 	buf  []byte // a long line spanning several buffer fills
 	read func(line string, rec *Record) error
+	gzip bool // the log is gzip-compressed
 	// noTime is the error of a line without a timestamp, made once so such lines cost no more
 	// than other bad lines.
 	noTime error
@@ -97,18 +98,18 @@ func (r *Reader) Unseen() []string {
 // header row is read here, so a header without a timestamp column or without a column
 // opts.Mapping names is an error here rather than a bad line per record.
 func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
-	br := bufio.NewReaderSize(r, 256<<10)
+	br, gzipped := bufio.NewReaderSize(r, 256<<10), false
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%s: gzip: %w", name, err)
 		}
-		br = bufio.NewReaderSize(zr, 256<<10)
+		br, gzipped = bufio.NewReaderSize(zr, 256<<10), true
 	}
 	if bom, _ := br.Peek(3); bytes.Equal(bom, []byte("\xef\xbb\xbf")) {
-		br.Discard(3) // a UTF-8 byte order mark, as editors on Windows write them
+		_, _ = br.Discard(3) // a UTF-8 byte order mark, as editors on Windows write them; Peek had it
 	}
-	rd := &Reader{name: name, br: br, noTime: fmt.Errorf("no timestamp (%s)", timeKeys(opts.Mapping))}
+	rd := &Reader{name: name, br: br, gzip: gzipped, noTime: fmt.Errorf("no timestamp (%s)", timeKeys(opts.Mapping))}
 	format := opts.Format
 	if format == FormatAuto {
 		format = sniff(br)
@@ -182,10 +183,7 @@ func (r *Reader) read1(rec *Record, arena *[]byte) error {
 			if err == io.EOF {
 				return err
 			}
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				err = fmt.Errorf("%w (a truncated gzip file?)", err)
-			}
-			return fmt.Errorf("%s: after line %d: %w", r.name, r.line, err)
+			return r.readError(err)
 		}
 		r.line++
 		if len(line) > maxLine {
@@ -227,7 +225,7 @@ func (r *Reader) readCSVHeader(c *csvState, m Mapping) error {
 			return nil
 		}
 		if err != nil {
-			return err
+			return r.readError(err)
 		}
 		r.line++
 		if len(line) > maxLine {
@@ -253,6 +251,15 @@ func (r *Reader) lineError(err error, line []byte) *LineError {
 	// Cut to 200 bytes, which may split a character: reports must stay valid UTF-8.
 	text := strings.ToValidUTF8(strings.TrimRight(string(line[:min(len(line), 200)]), "\r\n"), "\uFFFD")
 	return &LineError{File: r.name, Line: r.line, Err: err, Text: text}
+}
+
+// readError says where reading the log failed; a gzip stream that ends early is called a
+// truncated file.
+func (r *Reader) readError(err error) error {
+	if r.gzip && errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("%w (a truncated gzip file?)", err)
+	}
+	return fmt.Errorf("%s: after line %d: %w", r.name, r.line, err)
 }
 
 // nextLine returns the next line including its newline; the slice is valid until the next call.
