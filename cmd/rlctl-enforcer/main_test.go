@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlctl/rlctl/internal/clitest"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/rlctl/rlctl/policy"
@@ -40,32 +40,9 @@ func TestScripts(t *testing.T) {
 			return writeSnapshot(path)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"status": cmdStatus,
+			"status": clitest.Status,
 		},
 	})
-}
-
-// cmdStatus implements "status CODE COMMAND [ARGS...]": it runs COMMAND like exec, keeps its
-// output for stdout and stderr assertions, and fails unless it exits with exactly CODE.
-func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 2 {
-		ts.Fatalf("usage: status CODE COMMAND [ARGS...]")
-	}
-	want, err := strconv.Atoi(args[0])
-	if err != nil {
-		ts.Fatalf("status: bad exit code %q", args[0])
-	}
-	got := 0
-	if err := ts.Exec(args[1], args[2:]...); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			ts.Fatalf("status: %v", err)
-		}
-		got = ee.ExitCode()
-	}
-	if got != want {
-		ts.Fatalf("exit status: got %d, want %d", got, want)
-	}
 }
 
 // writeSnapshot writes a one-rule snapshot to path.
