@@ -3,9 +3,7 @@ package enforcer
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/rlctl/rlctl/internal/clitest"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -142,28 +141,7 @@ func header(resp *rlsv3.RateLimitResponse, name string) string {
 // metric returns the value of the sample line starting with prefix on /metrics, or -1.
 func (in *instance) metric(t testing.TB, prefix string) float64 {
 	t.Helper()
-	return scrape(t, in.AdminAddr(), prefix)
-}
-
-// scrape returns the value of the sample line starting with prefix on the /metrics of the
-// admin server at addr, or -1.
-func scrape(t testing.TB, addr, prefix string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, prefix+" ") {
-			var v float64
-			if _, err := fmtSscan(line[len(prefix)+1:], &v); err == nil {
-				return v
-			}
-		}
-	}
-	return -1
+	return clitest.Metric(t, in.AdminAddr(), prefix)
 }
 
 // eventually retries f until it returns true or d passes.

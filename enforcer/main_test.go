@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/rlctl/rlctl/internal/clitest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -133,7 +134,7 @@ func TestMainReload(t *testing.T) {
 		}
 		return false
 	})
-	if got := scrape(t, admin, `rate_limit_config_reloads_total{result="ok"}`); got != 1 {
+	if got := clitest.Metric(t, admin, `rate_limit_config_reloads_total{result="ok"}`); got != 1 {
 		t.Fatalf("reloads before SIGHUP: got %v, want 1", got)
 	}
 	select {
@@ -142,7 +143,7 @@ func TestMainReload(t *testing.T) {
 		t.Fatalf("Main returned %v before SIGHUP", err)
 	}
 	eventually(t, 5*time.Second, "the reload", func() bool {
-		return scrape(t, admin, `rate_limit_config_reloads_total{result="ok"}`) == 2
+		return clitest.Metric(t, admin, `rate_limit_config_reloads_total{result="ok"}`) == 2
 	})
 	cancel()
 	if err := <-done; err != nil {

@@ -2,7 +2,6 @@ package enforcer
 
 import (
 	"bytes"
-	"fmt"
 	"sync"
 )
 
@@ -22,5 +21,3 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
-
-func fmtSscan(s string, v *float64) (int, error) { return fmt.Sscan(s, v) }

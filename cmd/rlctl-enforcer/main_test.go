@@ -4,12 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -122,8 +119,8 @@ func TestSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	await("config reloaded")
-	if got := reloads(t, admin); got != 2 {
-		t.Errorf("reloads after SIGHUP: got %d, want 2", got)
+	if got := clitest.Metric(t, admin, `rate_limit_config_reloads_total{result="ok"}`); got != 2 {
+		t.Errorf("reloads after SIGHUP: got %v, want 2", got)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -137,22 +134,4 @@ func TestSignals(t *testing.T) {
 	if err := <-exited; err != nil {
 		t.Errorf("exit after SIGTERM: got %v, want status 0", err)
 	}
-}
-
-// reloads returns rate_limit_config_reloads_total{result="ok"} from the admin server at addr.
-func reloads(t *testing.T, addr string) int {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, `rate_limit_config_reloads_total{result="ok"} `); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return -1
 }

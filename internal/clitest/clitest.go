@@ -1,4 +1,5 @@
-// Package clitest holds what the commands' testscript tests share.
+// Package clitest holds what the tests of the commands and the enforcer share: the testscript
+// status command and reading a metric off an admin server.
 package clitest
 
 import (

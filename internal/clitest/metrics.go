@@ -1,0 +1,33 @@
+package clitest
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Metric returns the value of the sample whose line starts with prefix (a name with its
+// labels, such as `rate_limit_config_reloads_total{result="ok"}`) on the Prometheus /metrics
+// page of the admin server at addr, or -1 when there is none.
+func Metric(t testing.TB, addr, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix+" "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
