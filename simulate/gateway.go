@@ -155,10 +155,10 @@ type gatewayRule struct {
 	mgr *engine.LeaseManager
 }
 
-// maxFieldGateways bounds the gateways a field assignment makes. Each costs a lease manager per
-// rule and a lease per key it sees; a field with more distinct values than this (a request ID,
-// say) does not name gateways.
-const maxFieldGateways = 1024
+// MaxGateways bounds the virtual gateways, given (Config.Gateways) or made by a field
+// assignment. Each costs a lease manager per rule and a lease per key it sees; a field with
+// more distinct values than this (a request ID, say) does not name gateways.
+const MaxGateways = 1024
 
 // assigner picks gateways.
 type assigner struct {
@@ -173,7 +173,7 @@ type assigner struct {
 }
 
 // pick returns the gateway of rec, or -1 when a field assignment would need more than
-// maxFieldGateways.
+// MaxGateways.
 func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 	switch as.a.Kind {
 	case "hash":
@@ -198,7 +198,7 @@ func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 		if i, ok := as.byName[name]; ok {
 			return i
 		}
-		if name != "unnamed" && as.named == maxFieldGateways {
+		if name != "unnamed" && as.named == MaxGateways {
 			return -1
 		}
 		if name != "unnamed" {

@@ -95,6 +95,9 @@ func New(cfg Config) (*Simulator, error) {
 		return nil, errors.New("no policy model")
 	}
 	cfg.Gateways = max(cfg.Gateways, 1)
+	if cfg.Gateways > MaxGateways {
+		return nil, fmt.Errorf("%d gateways: at most %d", cfg.Gateways, MaxGateways)
+	}
 	if cfg.NATUsers <= 0 {
 		cfg.NATUsers = 20
 	}
@@ -414,7 +417,7 @@ func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
 	g := s.assign.pick(s, rec)
 	if g < 0 {
 		return fmt.Errorf("--assign %s: more than %d distinct values, the next at %s:%d; a field that names gateways has a few",
-			s.cfg.Assign, maxFieldGateways, rec.File, rec.Line)
+			s.cfg.Assign, MaxGateways, rec.File, rec.Line)
 	}
 	var would, denied bool
 	for i := range p.hits {

@@ -387,7 +387,7 @@ func TestReordered(t *testing.T) {
 }
 
 // A field assignment whose field takes a value per request (a request ID) is refused once it
-// would make more than maxFieldGateways gateways, instead of growing a gateway per request.
+// would make more than MaxGateways gateways, instead of growing a gateway per request.
 func TestAssignFieldBound(t *testing.T) {
 	a, err := ParseAssignment("field:x-request-id")
 	if err != nil {
@@ -397,15 +397,25 @@ func TestAssignFieldBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i <= maxFieldGateways; i++ {
+	for i := 0; i <= MaxGateways; i++ {
 		rec := accesslog.Record{File: "r.log", Line: int64(i + 1), TimeMs: 1000 + int64(i),
 			Headers: []accesslog.Header{{Name: "x-request-id", Value: fmt.Sprintf("req-%d", i)}}}
 		err = s.Replay(&rec)
-		if i < maxFieldGateways && err != nil {
+		if i < MaxGateways && err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
 	}
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d distinct values, the next at r.log:%d", maxFieldGateways, maxFieldGateways+1)) {
-		t.Errorf("record %d: got %v, want the bound named", maxFieldGateways, err)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d distinct values, the next at r.log:%d", MaxGateways, MaxGateways+1)) {
+		t.Errorf("record %d: got %v, want the bound named", MaxGateways, err)
+	}
+}
+
+// More gateways than MaxGateways are refused: each costs a lease manager per rule.
+func TestGatewaysBound(t *testing.T) {
+	if _, err := New(Config{Model: testModel(), Gateways: MaxGateways}); err != nil {
+		t.Errorf("%d gateways: %v", MaxGateways, err)
+	}
+	if _, err := New(Config{Model: testModel(), Gateways: MaxGateways + 1}); err == nil {
+		t.Errorf("%d gateways: got no error", MaxGateways+1)
 	}
 }

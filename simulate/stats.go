@@ -180,10 +180,7 @@ type natTracker struct {
 	withUser int64
 }
 
-func (n *natTracker) see(addr, user string) {
-	n.seeHash(addr, userHash(user))
-}
-
+// seeHash records user (a userHash) behind addr.
 func (n *natTracker) seeHash(addr string, user uint64) {
 	u, ok := n.addrs[addr]
 	switch {

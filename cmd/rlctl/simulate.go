@@ -195,8 +195,8 @@ func (sf *simulateFlags) parseLogSettings() (logSettings, error) {
 	if sf.natUsers < 1 {
 		return ls, usageErrorf("simulate: --nat-users %d: want at least 1", sf.natUsers)
 	}
-	if sf.gateways < 1 {
-		return ls, usageErrorf("simulate: --gateways %d: want at least 1", sf.gateways)
+	if sf.gateways < 1 || sf.gateways > simulate.MaxGateways {
+		return ls, usageErrorf("simulate: --gateways %d: want 1 to %d", sf.gateways, simulate.MaxGateways)
 	}
 	return ls, nil
 }

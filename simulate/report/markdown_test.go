@@ -26,14 +26,7 @@ func TestMarkdownTrimsIdentitiesFairly(t *testing.T) {
 		r.Rules = append(r.Rules, bigRule(fmt.Sprintf("small-%d", i), int64(10-i), 3))
 	}
 	r.Finish()
-	var b strings.Builder
-	if err := WriteMarkdown(&b, r); err != nil {
-		t.Fatal(err)
-	}
-	s := b.String()
-	if len(s) > MaxMarkdown {
-		t.Fatalf("got %d characters, want at most %d", len(s), MaxMarkdown)
-	}
+	s := markdownWithin(t, r)
 	for _, rl := range r.Rules {
 		if want := "<details><summary><code>edge/" + rl.Rule + "</code>"; !strings.Contains(s, want) {
 			t.Errorf("details of %s missing", rl.Rule)
@@ -79,14 +72,7 @@ func TestMarkdownCountsRulesLeftOut(t *testing.T) {
 		}
 	}
 	r.Finish()
-	var b strings.Builder
-	if err := WriteMarkdown(&b, r); err != nil {
-		t.Fatal(err)
-	}
-	s := b.String()
-	if len(s) > MaxMarkdown {
-		t.Fatalf("got %d characters, want at most %d", len(s), MaxMarkdown)
-	}
+	s := markdownWithin(t, r)
 	var shown []string
 	for _, m := range regexp.MustCompile(`<details><summary><code>edge/([^<]*)</code>`).FindAllStringSubmatch(s, -1) {
 		shown = append(shown, m[1])
@@ -198,4 +184,17 @@ func TestRuleDetailsSize(t *testing.T) {
 			t.Errorf("%d rows: size got %d, want %d (the rendered length)", k, got, want)
 		}
 	}
+}
+
+// markdownWithin writes r as markdown and fails the test when the comment is over the limit.
+func markdownWithin(t *testing.T, r *Report) string {
+	t.Helper()
+	var b strings.Builder
+	if err := WriteMarkdown(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() > MaxMarkdown {
+		t.Fatalf("got %d characters, want at most %d", b.Len(), MaxMarkdown)
+	}
+	return b.String()
 }
