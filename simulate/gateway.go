@@ -198,10 +198,10 @@ func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 		if i, ok := as.byName[name]; ok {
 			return i
 		}
-		if name != "unnamed" && as.named == MaxGateways {
-			return -1
-		}
 		if name != "unnamed" {
+			if as.named == MaxGateways {
+				return -1
+			}
 			as.named++
 		}
 		// The gateway keeps its name, which Run's records view in a buffer it reuses.
