@@ -415,37 +415,6 @@ func TestLongLine(t *testing.T) {
 	}
 }
 
-// FuzzRead checks that no input crashes any reader and that every line is either a record or a
-// counted bad line.
-func FuzzRead(f *testing.F) {
-	f.Add(`{"start_time":"2024-05-01T12:00:00.123Z","method":"GET","path":"/x","x-tenant-id":"a"}`, "envoy-json")
-	f.Add(`[2016-04-15T20:17:00.310Z] "POST /api HTTP/2" 204 - 154 0 226 100 "10.0.35.28" "ua" "id" "a" "u"`, "envoy-text")
-	f.Add("time,path,tenant\n1,/x,a\n", "csv")
-	f.Add(`{"a":{"b":[1,{"c":"\ud83d\ude00"}]},"path":"\u0041"}`, "jsonl")
-	f.Fuzz(func(t *testing.T, input, format string) {
-		fm, err := ParseFormat(format)
-		if err != nil {
-			fm = FormatAuto
-		}
-		r, err := NewReader("fuzz", strings.NewReader(input), Options{Format: fm, Headers: []string{"x-tenant-id"},
-			Mapping: Mapping{"x-tenant-id": "a.b"}})
-		if err != nil {
-			return
-		}
-		var rec Record
-		for i := 0; i < 10000; i++ {
-			err := r.Read(&rec)
-			if err == io.EOF {
-				return
-			}
-			var le *LineError
-			if err != nil && !errors.As(err, &le) {
-				return
-			}
-		}
-	})
-}
-
 // TestReadArenaMatchesRead reads the same log with Read and with ReadArena into one small reused
 // arena (so lines spill into new buffers): the records must be equal, and records read into
 // the arena before it was reused must not change while later lines are read.
