@@ -9,7 +9,8 @@ import (
 
 // This file holds the checks of what a rule does under failure and whom it counts: fail-open on a
 // critical path (RL008), fail-closed without a reason (RL009), per-IP limits behind shared NAT
-// (RL010) and store timeouts the gateway never waits for (RL012).
+// (RL010), store timeouts the gateway never waits for (RL012) and expensive fail-open rules left
+// to the default fallback bucket (RL019).
 
 // pathSelector is a set of request paths: one exact path, or every path with a prefix.
 type pathSelector struct {
@@ -72,22 +73,70 @@ func ruleSelectors(d *policy.Domain, r *policy.Rule) (sels []pathSelector, keys 
 	return sels, keys
 }
 
-// checkFailOpenCritical reports a fail-open rule that selects a path the domain marks critical
-// (RL008). A rule that selects no path is not reported: it is the critical path's own rules that
-// must fail closed.
-func checkFailOpenCritical(d *policy.Domain, r *policy.Rule, e *emitter) {
-	if r.FailureMode != policy.FailOpen || len(d.CriticalPaths) == 0 {
-		return
+// criticalMatch is a critical path pattern that a rule selects, with the match key and the
+// paths that select it.
+type criticalMatch struct {
+	pattern string
+	key     string
+	sel     pathSelector
+}
+
+// criticalPath returns the first of the domain's critical paths that rule r selects; ok is false
+// when r selects none. A rule that selects no path selects no critical path: it is the critical
+// path's own rules that must fail closed.
+func criticalPath(d *policy.Domain, r *policy.Rule) (c criticalMatch, ok bool) {
+	if len(d.CriticalPaths) == 0 {
+		return criticalMatch{}, false
 	}
 	sels, keys := ruleSelectors(d, r)
 	for i, sel := range sels {
-		for _, c := range d.CriticalPaths {
-			if sel.overlaps(criticalSelector(c)) {
-				e.at(r.Pos, r, "fails open on critical path %q (match key %q selects %s); make it fail closed with a reason",
-					c, keys[i], sel)
-				return
+		for _, p := range d.CriticalPaths {
+			if sel.overlaps(criticalSelector(p)) {
+				return criticalMatch{pattern: p, key: keys[i], sel: sel}, true
 			}
 		}
+	}
+	return criticalMatch{}, false
+}
+
+// checkFailOpenCritical reports a fail-open rule that selects a path the domain marks critical
+// (RL008).
+func checkFailOpenCritical(d *policy.Domain, r *policy.Rule, e *emitter) {
+	if r.FailureMode != policy.FailOpen {
+		return
+	}
+	if c, ok := criticalPath(d, r); ok {
+		e.at(r.Pos, r, "fails open on critical path %q (match key %q selects %s); make it fail closed with a reason",
+			c.pattern, c.key, c.sel)
+	}
+}
+
+// checkFailOpenNoFallback reports a fail-open rule whose requests are expensive, a limit's cost
+// above 1, that has no fallback bucket of its own (RL019): while the store is unavailable only
+// the engine's default bucket, sized from traffic rather than from what the backend can take,
+// caps it. A fail-open rule on a critical path is RL008's error whatever its fallback, and its
+// fix is to fail closed, so it is not reported twice.
+func checkFailOpenNoFallback(d *policy.Domain, r *policy.Rule, e *emitter) {
+	if r.FailureMode != policy.FailOpen || r.Fallback != nil {
+		return
+	}
+	if _, critical := criticalPath(d, r); critical {
+		return
+	}
+	for i, l := range r.Limits {
+		if l.Cost <= 1 {
+			continue
+		}
+		share := "its whole limit on every gateway, as gateways is not set"
+		switch {
+		case r.Gateways == 1:
+			share = "its whole limit"
+		case r.Gateways > 1:
+			share = fmt.Sprintf("1/%d of its limit per gateway", r.Gateways)
+		}
+		e.at(r.Pos, r, "fails open without a fallback, and its requests are expensive (%s: cost %d): while the store is unavailable only the default bucket caps it (twice a key's recently admitted rate, else %s); set failure.fallback",
+			limitName(r, i), l.Cost, share)
+		return
 	}
 }
 

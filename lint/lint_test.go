@@ -267,6 +267,28 @@ func TestRules(t *testing.T) {
 			m.Domains[0].Sources = append(m.Domains[0].Sources, &policy.Source{Key: "ip_v6", Kind: policy.SourceHeader, Header: "x-t"})
 			addRule(m, "pay6", match("payments", ""), match("ip_v6", ""))
 		}, ""},
+
+		{"RL019", "expensive with a fallback", func(m *policy.Model) { rule(m, "acme").Limits[0].Cost = 10 }, ""},
+		{"RL019", "cheap without a fallback", func(m *policy.Model) { rule(m, "acme").Fallback = nil }, ""},
+		{"RL019", "expensive without a fallback", func(m *policy.Model) {
+			r := rule(m, "acme")
+			r.Fallback, r.Limits[0].Cost = nil, 10
+		}, "fails open without a fallback, and its requests are expensive (limit: cost 10): while the store is unavailable only the default bucket caps it (twice a key's recently admitted rate, else 1/10 of its limit per gateway); set failure.fallback"},
+		{"RL019", "expensive second limit, one gateway", func(m *policy.Model) {
+			r := rule(m, "acme")
+			r.Fallback, r.Gateways = nil, 1
+			r.Limits = append(r.Limits, policy.Limit{Requests: 1000, WindowMs: 86_400_000, Burst: 1000, Algorithm: policy.FixedWindow, Cost: 2, Pos: at(12)})
+		}, "(limit 2: cost 2): while the store is unavailable only the default bucket caps it (twice a key's recently admitted rate, else its whole limit)"},
+		{"RL019", "expensive without gateways", func(m *policy.Model) {
+			r := rule(m, "acme")
+			r.Fallback, r.Gateways, r.Limits[0].Cost = nil, 0, 10
+		}, "else its whole limit on every gateway, as gateways is not set)"},
+		{"RL019", "expensive and fail-closed", func(m *policy.Model) { rule(m, "payments").Limits[0].Cost = 10 }, ""},
+		// RL008 reports it as an error; failing closed fixes both.
+		{"RL019", "expensive fail-open on a critical path", func(m *policy.Model) {
+			r := rule(m, "payments")
+			r.FailureMode, r.Limits[0].Cost = policy.FailOpen, 10
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id+"/"+tt.name, func(t *testing.T) {

@@ -30,26 +30,27 @@ func TestGoodRepo(t *testing.T) {
 // lint reports them under their own IDs.
 func TestBadRepos(t *testing.T) {
 	wantID := map[string]string{
-		"RL000-schema":               "RL000",
-		"RL000-syntax":               "RL000",
-		"RL001-duplicate-match":      "RL001", // refused by the loader, reported under its check
-		"RL002-unreachable-rule":     "RL002",
-		"RL003-unknown-descriptor":   "RL003",
-		"RL004-exact-range":          "RL004",
-		"RL005-lease-bounds":         "RL005", // refused by the loader, reported under its check
-		"RL006-lease-stranding":      "RL006",
-		"RL007-drift-over-tolerance": "RL007",
-		"RL008-fail-open-critical":   "RL008",
-		"RL009-fail-closed-reason":   "RL009",
-		"RL010-per-ip-nat":           "RL010",
-		"RL011-hot-key":              "RL011",
-		"RL012-store-timeout":        "RL012",
-		"RL013-canary-percent":       "RL013", // refused by the schema, reported under its check
-		"RL014-stage-since":          "RL014",
-		"RL015-region-shares":        "RL015",
-		"RL016-cost-over-capacity":   "RL016",
-		"RL017-low-watermark":        "RL017",
-		"RL018-envoy-key-collision":  "RL018",
+		"RL000-schema":                "RL000",
+		"RL000-syntax":                "RL000",
+		"RL001-duplicate-match":       "RL001", // refused by the loader, reported under its check
+		"RL002-unreachable-rule":      "RL002",
+		"RL003-unknown-descriptor":    "RL003",
+		"RL004-exact-range":           "RL004",
+		"RL005-lease-bounds":          "RL005", // refused by the loader, reported under its check
+		"RL006-lease-stranding":       "RL006",
+		"RL007-drift-over-tolerance":  "RL007",
+		"RL008-fail-open-critical":    "RL008",
+		"RL009-fail-closed-reason":    "RL009",
+		"RL010-per-ip-nat":            "RL010",
+		"RL011-hot-key":               "RL011",
+		"RL012-store-timeout":         "RL012",
+		"RL013-canary-percent":        "RL013", // refused by the schema, reported under its check
+		"RL014-stage-since":           "RL014",
+		"RL015-region-shares":         "RL015",
+		"RL016-cost-over-capacity":    "RL016",
+		"RL017-low-watermark":         "RL017",
+		"RL018-envoy-key-collision":   "RL018",
+		"RL019-fail-open-no-fallback": "RL019",
 	}
 	dirs, err := os.ReadDir("testdata/bad")
 	if err != nil {

@@ -297,4 +297,37 @@ Example:
     rules: u:  match: [{key: "user", value: "a*"}]
     rules: ua: match: [{key: "user_agent"}]     // RL018: "user_agent" is "user" + "_agent"`,
 	}, checkEnvoyKeys},
+	{finding.Rule{
+		ID: "RL019", Name: "fail-open-no-fallback", Severity: finding.Warning,
+		Summary: "A fail-open rule whose requests are expensive (a cost above 1) has no failure.fallback.",
+		Help: `While the store is unavailable, a fail-open rule spends the tokens it has leased and then
+admits up to a local bucket on each enforcer: its failure.fallback, or when it has none a default
+of twice the key's recently admitted rate on that enforcer, or, for a key with no recent rate,
+the rule's limit divided by its gateways (the whole limit on every gateway when gateways is not
+set). The default is never unbounded, but it is sized from traffic, not from what the service
+behind the rule can take. Where requests are cheap that is a fair guess; where they are
+expensive the policy author should say.
+
+A request is expensive when a limit of the rule has a cost above 1. Cost is the one figure in a
+policy that says what a request is worth: above 1, one request spends several tokens (an export,
+a search, a model call), and a cap guessed from traffic is the costliest to get wrong. The
+capacity figures say something else: expected_peak_qps and sub_shards are about the store's load
+on a hot key (RL011), not about what a request costs, and are not counted. A fail-open rule on a
+path in critical_paths is RL008's error whatever its fallback (the fix there is to fail closed),
+so it is not reported again here.
+
+A rule's failure setting replaces the domain's defaults.failure as a whole: a rule that sets
+failure: mode: "open" has no fallback, even when the defaults give one.
+
+Fix: set failure.fallback to what the service can take from one enforcer, or fail closed with a
+reason.
+
+Example:
+
+    rules: export: {
+        limits: [{requests: 100, window: "1m", cost: 10}]
+        failure: mode: "open"                    // RL019
+    }
+    failure: {mode: "open", fallback: {requests: 20, window: "1m"}}   // fixed`,
+	}, perRule(checkFailOpenNoFallback)},
 }
