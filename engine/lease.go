@@ -149,10 +149,16 @@ type lease struct {
 	lastSeen int64 // local ms of the last observation
 	takenAt  int64 // store time of the last grant
 	expires  int64 // local ms: Sweep returns the balance from then on
-	blocked  int64 // local ms: requests costing blockCost or more are denied before
+	blocked  int64 // local ms: requests costing blockFor or more are denied before
 	blockFor int64
-	pending  int  // synchronous takes in flight
-	dead     bool // removed by Sweep; look the key up again
+	// dry is set when the store's last reply denied the key or left it less than a batch:
+	// the key is at its limit. While a store call for a dry key is in flight, requests
+	// that find the balance short are denied locally instead of making calls of their own.
+	dry     bool
+	pending int  // synchronous takes in flight
+	dead    bool // removed by Sweep or evicted; look the key up again
+
+	rate admitted // the key's admitted rate, for the fallback bound
 }
 
 // Decision is the outcome of LeaseManager.Take.
@@ -406,6 +412,14 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 		m.unlock(l)
 		return d, nil
 	}
+	if l.dry && (l.pending > 0 || l.inflight.Load()) {
+		// The key is at its limit and a call that may refill it is on its way: one call in
+		// flight per key is all an over-limit key costs the store, and nobody waits for it.
+		d := Decision{Local: true, RetryAfter: 1, Limiting: int(l.limiting.Load()), ResetAfter: max(1, l.resetAt.Load()-now)}
+		m.unlock(l)
+		m.shortCircuits.Add(1)
+		return d, nil
+	}
 	l.observe(m, now)
 	req := TakeRequest{Key: l.key, Limits: limits, Want: max(l.size, cost), Min: cost, Now: m.storeNow(now), hint: &l.hint}
 	l.pending++
@@ -415,6 +429,14 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	res, err := m.cfg.Store.Take(ctx, req)
 	now = m.now()
 
+	var late *Late
+	if err != nil && errors.As(err, &late) {
+		// The call goes on: it stays in flight (pending) until it lands, and its reply is
+		// then taken as a prefetch's. This request is decided without it.
+		m.storeErrors.Add(1)
+		late.Then(func(res Result, err error) { m.landLate(l, limits, res, err) })
+		return Decision{}, fmt.Errorf("lease %q: %w", l.key, err)
+	}
 	m.lock(l)
 	defer m.unlock(l)
 	defer m.settled(l)
@@ -423,18 +445,39 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 		m.storeErrors.Add(1)
 		return Decision{}, fmt.Errorf("lease %q: %w", l.key, err)
 	}
-	l.replied = true
-	l.resetAt.Store(now + res.ResetAfter)
-	l.limiting.Store(int32(res.Limiting))
+	m.landed(l, now, limits, res, cost)
 	d := Decision{Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter, Limiting: res.Limiting}
 	if res.Granted == 0 {
-		l.block(now, res.RetryAfter, cost)
+		if res.RetryAfter != Never {
+			// This instance asks again only once a batch can have refilled.
+			d.RetryAfter = max(d.RetryAfter, l.blocked-now)
+		}
 		return d, nil
 	}
 	l.spent += cost
 	m.credit(l, res.Granted-cost, res.Now, now)
 	d.OK, d.Remaining = true, res.Remaining+l.balance.Load()
 	return d, nil
+}
+
+// landLate takes the reply of a synchronous take whose request stopped waiting for it (Late):
+// the call is no longer in flight, and what it granted joins the balance.
+func (m *LeaseManager) landLate(l *lease, limits []Limit, res Result, err error) {
+	now := m.now()
+	m.lock(l)
+	defer m.unlock(l)
+	l.pending--
+	if err == nil {
+		m.landed(l, now, limits, res, 1)
+		if res.Granted > 0 && !l.dead {
+			m.credit(l, res.Granted, res.Now, now)
+		} else if res.Granted > 0 {
+			m.giveBack(l, res.Granted, res.Now) // Sweep or an eviction forgot the key meanwhile
+		}
+	}
+	if !l.dead {
+		m.settled(l)
+	}
 }
 
 // giveBack returns n tokens to the store through the Dispatcher.
@@ -470,11 +513,83 @@ func (l *lease) observe(m *LeaseManager, now int64) {
 	l.lastSeen, l.seenUsed = max(l.lastSeen, now), used
 }
 
+// landed records a store reply res to a take of cost tokens (at least) on l's
+// key with limits, at local time now: the figures local decisions report, the
+// admitted rate, and whether the key is at its limit.
+//
+// A key the store denied, or whose grant left the store less than a batch, is
+// dry: it is rejected locally, once its balance is spent, until enough tokens
+// can have refilled for a batch (batchWait), and then one store call at a time
+// asks for the next batch. So an over-limit key costs the store about one call
+// per batch that refills, whatever the rate of the requests for it. A key
+// within its limit leaves the store more than a batch and never waits. The
+// caller holds l.mu.
+func (m *LeaseManager) landed(l *lease, now int64, limits []Limit, res Result, cost int64) {
+	l.replied = true
+	l.resetAt.Store(now + res.ResetAfter)
+	l.limiting.Store(int32(res.Limiting))
+	l.rate.sample(l, now)
+	lim := limits[min(max(res.Limiting, 0), len(limits)-1)]
+	batch := m.dryBatch(l, lim)
+	switch {
+	case res.Granted == 0:
+		l.dry = true
+		if res.RetryAfter != Never { // a cost above capacity is rejected without I/O anyway
+			hold := res.RetryAfter // when cost tokens are back; a fixed window's are all back then
+			if lim.Algorithm != FixedWindow {
+				hold += batchWait(lim, batch-cost, res.ResetAfter)
+			}
+			l.block(now, hold, cost)
+		}
+	case res.Remaining < batch:
+		l.dry = true
+		l.block(now, batchWait(lim, batch-res.Remaining, res.ResetAfter), 1)
+	default:
+		l.dry = false
+	}
+}
+
+// dryBatch is the batch a key at its limit waits for: the lease size B that the
+// limit's own sustained rate gives (clamp(MinLease, rate × Lookahead, MaxLease)),
+// since that is what such a key is admitted, and no more than B itself, nor than
+// half the limit's capacity, so that the bucket never fills up while a key is
+// held and no refill is lost. A key whose demand is far over its limit would
+// otherwise wait for batches sized by that demand, leaving up to MaxLease
+// tokens unclaimed in the store at any time.
+func (m *LeaseManager) dryBatch(l *lease, lim Limit) int64 {
+	la := min(m.cfg.Lookahead, lim.Window)
+	perLookahead := m.cfg.MaxLease
+	if lim.Requests <= MaxExact/la {
+		perLookahead = clamp(lim.Requests*la/lim.Window, m.cfg.MinLease, m.cfg.MaxLease)
+	}
+	return max(1, min(l.size, perLookahead, lim.Capacity()/2))
+}
+
+// batchWait is how long, in ms, limit l takes to refill n more tokens at its
+// sustained rate: a token bucket and a sliding window regain Requests per
+// Window continuously; a fixed window regains them when the window ends, in
+// resetAfter ms. It is the local hold of a dry key, an estimate that decides
+// only when to ask the store again, never what it grants.
+func batchWait(l Limit, n, resetAfter int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	switch l.Algorithm {
+	case FixedWindow:
+		return resetAfter
+	case TokenBucket:
+		tu, rate := l.units()
+		return ceilDiv(min(n, l.Capacity())*tu, rate)
+	default:
+		return ceilDiv(min(n, l.Requests)*l.Window, l.Requests)
+	}
+}
+
 // block makes requests costing cost or more fail locally for retryAfter ms.
 // The caller holds l.mu.
 func (l *lease) block(now, retryAfter, cost int64) {
 	if retryAfter <= 0 {
-		return // Never: such a cost is rejected without I/O anyway
+		return
 	}
 	l.blocked, l.blockFor = now+retryAfter, cost
 }

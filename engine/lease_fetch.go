@@ -1,6 +1,9 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // This file holds the ways tokens reach a LeaseManager's local balance other
 // than a request's own synchronous take: prefetches below the low watermark,
@@ -46,23 +49,33 @@ func (m *LeaseManager) calledOff(l *lease) {
 func (l *lease) runFetch(ctx context.Context) {
 	m := l.m
 	res, err := m.cfg.Store.Take(ctx, TakeRequest{Key: l.key, Limits: l.fetchLimits, Want: l.fetchWant, Min: 1, Now: m.storeNow(m.now()), hint: &l.hint})
+	var late *Late
+	if err != nil && errors.As(err, &late) {
+		// Still on its way: the prefetch stays in flight until it lands.
+		m.storeErrors.Add(1)
+		late.Then(func(res Result, err error) { l.landFetch(res, err, false) })
+		return
+	}
+	l.landFetch(res, err, true)
+}
+
+// landFetch takes a prefetch's reply; counted says its error is counted already.
+func (l *lease) landFetch(res Result, err error, count bool) {
+	m := l.m
 	now := m.now()
 	m.lock(l)
 	switch {
 	case err != nil:
 		// The next request below the watermark tries again; one that
 		// finds the balance short goes to the store itself.
-		m.storeErrors.Add(1)
-	case res.Granted == 0:
-		l.replied = true
-		l.resetAt.Store(now + res.ResetAfter)
-		l.limiting.Store(int32(res.Limiting))
-		l.block(now, res.RetryAfter, 1)
+		if count {
+			m.storeErrors.Add(1)
+		}
 	default:
-		l.replied = true
-		l.resetAt.Store(now + res.ResetAfter)
-		l.limiting.Store(int32(res.Limiting))
-		m.credit(l, res.Granted, res.Now, now)
+		m.landed(l, now, l.fetchLimits, res, 1)
+		if res.Granted > 0 {
+			m.credit(l, res.Granted, res.Now, now)
+		}
 	}
 	l.inflight.Store(false)
 	m.settled(l)

@@ -80,26 +80,42 @@ func TestLeaseSteps(t *testing.T) {
 	m := newTestManager(t, store, v, LeaseConfig{MinLease: 4, MaxLease: 8, TTL: 5000})
 	type row struct {
 		t, cost int64
+		other   int64 // tokens another instance takes from the store first
 		ok      bool
 		local   bool
 		retry   int64
 		fetches int64 // store takes so far
 	}
 	rows := []row{
-		{t: 1000, cost: 1, ok: true, fetches: 1},              // synchronous take of B = 4: balance 3
+		{t: 1000, cost: 1, ok: true, fetches: 1},              // synchronous take of B = 4: balance 3, the store 6
 		{t: 1000, cost: 2, ok: true, local: true, fetches: 1}, // balance 1
 		{t: 1001, cost: 1, ok: true, local: true, fetches: 2}, // balance 0 < low water: prefetch lands at 1003
-		{t: 1002, cost: 3, ok: true, fetches: 3},              // short: synchronous take of B = 6
-		// The prefetch landed at 1003 and was denied: blocked until 1100.
+		// Short: a synchronous take of B = 6 empties the store. The key is dry: held until a
+		// batch of 5 (B, at most half the capacity) can have refilled, at 1502.
+		{t: 1002, cost: 3, ok: true, fetches: 3},
+		// The prefetch landed at 1003 and was denied: a token is back at 1100 and a batch of
+		// 5 at 1500, until when the key is held.
 		{t: 1004, cost: 11, local: true, retry: Never, fetches: 3}, // cost > capacity
-		{t: 1004, cost: 5, local: true, retry: 96, fetches: 3},     // short-circuit
-		{t: 1004, cost: 3, ok: true, local: true, fetches: 3},      // the lease is still spent; no prefetch while blocked
-		{t: 1100, cost: 1, ok: true, fetches: 4},                   // one token refilled
-		{t: 1100, cost: 1, retry: 100, fetches: 5},                 // denied by the store
-		{t: 1150, cost: 1, local: true, retry: 50, fetches: 5},     // short-circuit
+		{t: 1004, cost: 5, local: true, retry: 496, fetches: 3},    // short-circuit
+		{t: 1004, cost: 3, ok: true, local: true, fetches: 3},      // the lease is still spent; no prefetch while held
+		{t: 1100, cost: 1, local: true, retry: 400, fetches: 3},    // a token refilled, but not a batch
+		// One call for the next batch: B has decayed to 4 while the key was held, and the take
+		// leaves the store 1 token, less than a batch: held until 3 more refilled, at 1803.
+		{t: 1503, cost: 1, ok: true, fetches: 4},
+		{t: 1503, cost: 3, ok: true, local: true, fetches: 4}, // spent locally
+		{t: 1700, cost: 1, local: true, retry: 103, fetches: 4},
+		// Another instance takes the batch first: the store denies this one, which waits for
+		// the next batch rather than the next token.
+		{t: 1803, other: 4, cost: 1, retry: 397, fetches: 5},    // B is 4: a token in 97 ms, 3 more in 300
+		{t: 1900, cost: 1, local: true, retry: 300, fetches: 5}, // short-circuit
 	}
 	for i, r := range rows {
 		v.advance(r.t)
+		if r.other > 0 {
+			if res, err := store.Take(ctx, TakeRequest{Key: "k", Limits: limits, Want: r.other, Now: r.t}); err != nil || res.Granted != r.other {
+				t.Fatalf("step %d: the other instance got %+v %v", i, res, err)
+			}
+		}
 		d, err := m.Take(ctx, "k", limits, r.cost)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -112,8 +128,8 @@ func TestLeaseSteps(t *testing.T) {
 			t.Errorf("step %d: got %d fetches, want %d", i, got, r.fetches)
 		}
 	}
-	if got := m.Stats().ShortCircuits; got != 2 {
-		t.Errorf("got %d short-circuits, want 2", got)
+	if got := m.Stats().ShortCircuits; got != 4 {
+		t.Errorf("got %d short-circuits, want 4", got)
 	}
 }
 

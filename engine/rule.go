@@ -20,9 +20,14 @@ type RulePlan struct {
 	// Limits are the limits of each of the rule's keys (RuleLimits): per shard when the rule
 	// is sub-sharded.
 	Limits []Limit
-	// Fallback caps a fail-open rule while the store is unavailable (FallbackLimits); nil
-	// admits everything.
+	// Fallback caps a fail-open rule while the store is unavailable: the policy's fallback
+	// (FallbackLimits), or nil when it sets none. A rule without one is still bounded: see
+	// Decide.
 	Fallback []Limit
+	// DefaultFallback caps a key of a fail-open rule without Fallback that has no admitted
+	// rate to go by while the store is unavailable: the rule's limits divided among its
+	// gateways (DefaultFallbackLimits).
+	DefaultFallback []Limit
 	// Shards is the number of sub-shard keys, 0 when the rule is not sub-sharded.
 	Shards int
 	// Cost is what one request spends unless it says otherwise: the first limit's cost, at
@@ -49,8 +54,9 @@ func PlanRule(domain string, r *policy.Rule) (*RulePlan, error) {
 		return nil, err
 	}
 	return &RulePlan{
-		Domain: domain, Rule: r, Limits: limits, Fallback: fallback, Shards: ruleShards(r),
-		Cost: max(r.Limits[0].Cost, 1), FailClosed: r.FailureMode == policy.FailClosed,
+		Domain: domain, Rule: r, Limits: limits, Fallback: fallback, DefaultFallback: DefaultFallbackLimits(r, limits),
+		Shards: ruleShards(r),
+		Cost:   max(r.Limits[0].Cost, 1), FailClosed: r.FailureMode == policy.FailClosed,
 		Lease: LeaseSettings(r.Lease), keyPrefix: AppendKey(nil, domain, r.Name),
 	}, nil
 }
@@ -121,6 +127,16 @@ func FallbackLimits(r *policy.Rule) ([]Limit, error) {
 		return fb, fmt.Errorf("fallback: %w", err)
 	}
 	return fb, nil
+}
+
+// DefaultFallbackLimits returns the bound of a key of fail-open rule r, whose engine limits are
+// limits, while the store is unavailable and the key has no recently admitted rate on this
+// instance: this instance's share of the limits when the policy says how many gateways share
+// them (each limit's requests and burst divided by r.Gateways, as Shard divides), else the
+// limits themselves. It is the conservative default: a key never gets more locally than the
+// store would have granted it, spread evenly over the gateways.
+func DefaultFallbackLimits(r *policy.Rule, limits []Limit) []Limit {
+	return Shard(limits, r.Gateways)
 }
 
 // LeaseSettings returns the LeaseConfig of a rule's lease settings, without Store, Clock and

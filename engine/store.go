@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // A Store holds the shared state of rate-limit keys and decides takes
@@ -145,3 +146,56 @@ type ClockFunc func() int64
 
 // Now calls f.
 func (f ClockFunc) Now() int64 { return f() }
+
+// Late is the error of a take that a Store stopped waiting for while the call itself goes on
+// (the enforcer's store timeout, which bounds a request's wait, not the call). A LeaseManager
+// that gets one keeps the call counted as in flight and, when it ends, takes its reply as a
+// prefetch's: granted tokens join the key's balance instead of being lost, and a denial holds
+// the key. The Store calls End once when the call ends; Then registers what to do with the
+// outcome. Err is what the request saw (a timeout).
+//
+// Memory never returns one, so a simulation never sees one.
+type Late struct {
+	Err error
+
+	mu    sync.Mutex
+	ended bool
+	res   Result
+	err   error
+	then  func(Result, error)
+}
+
+// Error returns the error the request saw.
+func (l *Late) Error() string { return l.Err.Error() }
+
+// Unwrap returns the error the request saw.
+func (l *Late) Unwrap() error { return l.Err }
+
+// Then makes fn receive the call's outcome: now if the call has ended, else when it ends, on
+// the Store's goroutine. Only the first Then counts.
+func (l *Late) Then(fn func(Result, error)) {
+	l.mu.Lock()
+	if l.then != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.then = fn
+	ended, res, err := l.ended, l.res, l.err
+	l.mu.Unlock()
+	if ended {
+		fn(res, err)
+	}
+}
+
+// End records the call's outcome and hands it to the function Then registered, now or when
+// Then is called. A caller that gets a Late calls Then; the tokens of a grant nobody takes are
+// lost to the store until it refills (an under-admission, never an over-admission).
+func (l *Late) End(res Result, err error) {
+	l.mu.Lock()
+	l.ended, l.res, l.err = true, res, err
+	fn := l.then
+	l.mu.Unlock()
+	if fn != nil {
+		fn(res, err)
+	}
+}

@@ -20,7 +20,9 @@ const (
 	ViaShortCircuit
 	// ViaFallback is the rule's local fallback bucket, while the store is unavailable.
 	ViaFallback
-	// ViaFailOpen admits while the store is unavailable and the rule has no fallback bucket.
+	// ViaFailOpen is a fail-open rule without a fallback of its own, while the store is
+	// unavailable: its key is bounded by FallbackFactor times its recently admitted rate, or
+	// by the rule's DefaultFallback when it has none.
 	ViaFailOpen
 	// ViaFailClosed denies while the store is unavailable, or a request the engine rejects.
 	ViaFailClosed
@@ -67,9 +69,10 @@ type Unavailable struct {
 }
 
 // Decide decides a request of cost tokens on key with lm, against limits (p.Limits, or a
-// descriptor's override). When lm cannot reach the store, p's failure mode decides: a
-// fail-closed rule denies, a fail-open one admits up to its fallback bucket in u.Fallback, or
-// everything when it has none. A request the engine rejects as malformed (ErrBadRequest: an
+// descriptor's override). When lm cannot reach the store and the key's leased tokens are
+// spent, p's failure mode decides: a fail-closed rule denies; a fail-open one admits up to a
+// local bucket in u.Fallback, never without bound: the policy's fallback (p.Fallback), else
+// FallbackFactor times the key's recently admitted rate on lm, else p.DefaultFallback. A request the engine rejects as malformed (ErrBadRequest: an
 // inexact override, a cost beyond the exact range) is denied, never admitted silently. The
 // error is the store's failure or the rejection that led to such a verdict, nil when the store
 // or the lease decided.
@@ -78,7 +81,7 @@ func (p *RulePlan) Decide(ctx context.Context, lm *LeaseManager, key string, lim
 	if err == nil {
 		return verdictOf(d, limits), nil
 	}
-	return p.unavailable(ctx, key, cost, u, err)
+	return p.unavailable(ctx, lm, key, limits, cost, u, err)
 }
 
 // DecideBytes is Decide for a key built with AppendRuleKey into a reused buffer
@@ -89,26 +92,30 @@ func (p *RulePlan) DecideBytes(ctx context.Context, lm *LeaseManager, key []byte
 	if err == nil {
 		return verdictOf(d, limits), nil
 	}
-	return p.unavailable(ctx, string(key), cost, u, err)
+	return p.unavailable(ctx, lm, string(key), limits, cost, u, err)
 }
 
 // unavailable is the verdict when the lease manager returned err instead of a decision.
-func (p *RulePlan) unavailable(ctx context.Context, key string, cost int64, u Unavailable, err error) (Verdict, error) {
+func (p *RulePlan) unavailable(ctx context.Context, lm *LeaseManager, key string, limits []Limit, cost int64, u Unavailable, err error) (Verdict, error) {
 	if errors.Is(err, ErrBadRequest) {
 		return Verdict{Over: true, RetryMs: 1000, Via: ViaFailClosed}, err
 	}
-	switch {
-	case p.FailClosed:
+	if p.FailClosed {
 		return Verdict{Over: true, ResetMs: u.RetryMs, RetryMs: u.RetryMs, Via: ViaFailClosed}, err
-	case p.Fallback != nil:
-		fb, ferr := u.Fallback.Take(ctx, TakeRequest{Key: key, Limits: p.Fallback, Want: cost, Min: cost, Now: u.Now})
-		if ferr != nil || fb.Granted == 0 {
-			return Verdict{Over: true, ResetMs: fb.ResetAfter, RetryMs: max(fb.RetryAfter, 1), Via: ViaFallback}, err
-		}
-		return Verdict{Remaining: fb.Remaining, ResetMs: fb.ResetAfter, Via: ViaFallback}, err
-	default:
-		return Verdict{Via: ViaFailOpen}, err
 	}
+	bound, via := p.Fallback, ViaFallback
+	if bound == nil {
+		def := p.DefaultFallback
+		if len(limits) == 0 || len(p.Limits) == 0 || &limits[0] != &p.Limits[0] {
+			def = Shard(limits, p.Rule.Gateways) // a descriptor's override: its own share
+		}
+		bound, via = lm.fallbackOf(key, def, cost), ViaFailOpen
+	}
+	fb, ferr := u.Fallback.Take(ctx, TakeRequest{Key: key, Limits: bound, Want: cost, Min: cost, Now: u.Now})
+	if ferr != nil || fb.Granted == 0 {
+		return Verdict{Over: true, ResetMs: fb.ResetAfter, RetryMs: max(fb.RetryAfter, 1), Via: via}, err
+	}
+	return Verdict{Remaining: fb.Remaining, ResetMs: fb.ResetAfter, Via: via}, err
 }
 
 // verdictOf is the Verdict of the lease manager's decision d on a key with limits.

@@ -28,6 +28,15 @@ func TestDecide(t *testing.T) {
 	rule := func(fm policy.FailureMode, fb *policy.Rate) *RulePlan {
 		return plan(fm, fb, policy.Limit{Requests: 2, WindowMs: 1000})
 	}
+	planGateways := func(p *RulePlan, n int64) *RulePlan {
+		r := *p.Rule
+		r.Gateways = n
+		q, err := PlanRule("edge", &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
 	down := downStore{errors.New("connection refused")}
 	tests := []struct {
 		name  string
@@ -37,11 +46,12 @@ func TestDecide(t *testing.T) {
 		want  []Verdict // successive requests on one key
 	}{
 		// Every take leases one token, so every grant is a store call. The reset is the time
-		// until the bucket is full: one missing token, then two; a denial waits for one token.
+		// until the bucket is full: one missing token, then two. The second take empties the
+		// store, so the key is held locally until a batch (one token) refilled.
 		{"store then short-circuit", rule(policy.FailOpen, nil), NewMemory(clock), 1, []Verdict{
 			{Remaining: 1, ResetMs: 500, Via: ViaStore},
 			{Remaining: 0, ResetMs: 1000, Via: ViaStore},
-			{Over: true, ResetMs: 1000, RetryMs: 500, Via: ViaStore},
+			{Over: true, ResetMs: 1000, RetryMs: 500, Via: ViaShortCircuit},
 			{Over: true, ResetMs: 1000, RetryMs: 500, Via: ViaShortCircuit},
 		}},
 		// 10 per second and 3 per minute: after one take the minute limit holds 2 tokens and
@@ -52,7 +62,7 @@ func TestDecide(t *testing.T) {
 			{Remaining: 2, ResetMs: 20_000, Limiting: 1, Via: ViaStore},
 			{Remaining: 1, ResetMs: 40_000, Limiting: 1, Via: ViaStore},
 			{Remaining: 0, ResetMs: 60_000, Limiting: 1, Via: ViaStore},
-			{Over: true, ResetMs: 60_000, RetryMs: 20_000, Limiting: 1, Via: ViaStore},
+			{Over: true, ResetMs: 60_000, RetryMs: 20_000, Limiting: 1, Via: ViaShortCircuit},
 		}},
 		{"cost over capacity", rule(policy.FailOpen, nil), NewMemory(clock), 3, []Verdict{
 			{Over: true, ResetMs: 1000, RetryMs: 1000, Via: ViaShortCircuit},
@@ -63,7 +73,17 @@ func TestDecide(t *testing.T) {
 		{"fail closed", rule(policy.FailClosed, nil), down, 1, []Verdict{
 			{Over: true, ResetMs: 3000, RetryMs: 3000, Via: ViaFailClosed},
 		}},
-		{"fail open", rule(policy.FailOpen, nil), down, 1, []Verdict{{Via: ViaFailOpen}, {Via: ViaFailOpen}}},
+		// A fail-open rule without a fallback and a key without history: the rule's own limit
+		// (2 per second) caps it locally, and with 2 gateways this instance's half of it.
+		{"fail open", rule(policy.FailOpen, nil), down, 1, []Verdict{
+			{Remaining: 1, ResetMs: 500, Via: ViaFailOpen},
+			{Remaining: 0, ResetMs: 1000, Via: ViaFailOpen},
+			{Over: true, ResetMs: 1000, RetryMs: 500, Via: ViaFailOpen},
+		}},
+		{"fail open, 2 gateways", planGateways(plan(policy.FailOpen, nil, policy.Limit{Requests: 2, WindowMs: 1000}), 2), down, 1, []Verdict{
+			{Remaining: 0, ResetMs: 1000, Via: ViaFailOpen},
+			{Over: true, ResetMs: 1000, RetryMs: 1000, Via: ViaFailOpen},
+		}},
 		{"fallback", rule(policy.FailOpen, &policy.Rate{Requests: 1, WindowMs: 1000}), down, 1, []Verdict{
 			{ResetMs: 1000, Via: ViaFallback},
 			{Over: true, ResetMs: 1000, RetryMs: 1000, Via: ViaFallback},

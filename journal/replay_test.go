@@ -25,8 +25,8 @@ func replayModel() *policy.Model {
 const replayKey = "rl:edge:r:user:u1"
 
 // replayRecords is what an enforcer writes for five requests of user u1 and one unmatched
-// descriptor: two grants, a denial by the store, a local short circuit, and a grant once the
-// retry-after has passed.
+// descriptor: a grant, a denial by the store (another instance took the last token), two local
+// short circuits while the key is held, and a grant once a batch has refilled.
 func replayRecords(t *testing.T) []Record {
 	t.Helper()
 	ver, err := policy.ContentHash(replayModel())
@@ -44,14 +44,14 @@ func replayRecords(t *testing.T) []Record {
 	}
 	return []Record{
 		{Kind: KindConfig, TimeMs: 1000, Gen: 1, ConfigVersion: ver, Rules: 1},
-		// A token is 30 s: the bucket is full again 30 s after the first take and 60 s after
-		// the second; a denial reports its retry-after, 30 s.
+		// A token is 30 s: the bucket is full again 30 s after the first take and 60 s once
+		// the other instance took the second; the denial reports its retry-after, 30 s, which
+		// is also when a batch of one token has refilled.
 		take(1000, 1, 1, 0, 30_000),
 		dec(1000, 1, CodeOK, ViaStore, 1, 30_000),
-		take(1000, 1, 0, 0, 60_000),
-		dec(1000, 2, CodeOK, ViaStore, 0, 60_000),
 		take(1000, 0, 0, 30_000, 60_000),
-		dec(1000, 3, CodeOver, ViaStore, 0, 30_000),
+		dec(1000, 2, CodeOver, ViaStore, 0, 30_000),
+		dec(1000, 3, CodeOver, ViaShortCircuit, 0, 30_000),
 		dec(1000, 4, CodeOver, ViaShortCircuit, 0, 30_000),
 		{Kind: KindSweep, TimeMs: 2000, Stripe: engine.ShardOf(replayKey, 4)},
 		take(31_000, 1, 0, 0, 60_000),
@@ -88,23 +88,27 @@ func TestReplay(t *testing.T) {
 	}{
 		{"exact", nil, nil},
 		{"a field differs", func(rs []Record) []Record {
-			rs[4].Remaining = 7
+			rs[2].Remaining = 7
 			return rs
-		}, []string{"decision: key " + replayKey + ": rule r: recorded eng=ok code=ok via=store rem=7 reset=60000; replayed eng=ok code=ok via=store rem=0 reset=60000"}},
+		}, []string{"decision: key " + replayKey + ": rule r: recorded eng=ok code=ok via=store rem=7 reset=30000; replayed eng=ok code=ok via=store rem=1 reset=30000"}},
+		// Without the take, the replay finds the store unavailable: the fail-open rule's key,
+		// new to the replay, is capped by the rule's own limit of 2, one already spent.
 		{"a take is missing", func(rs []Record) []Record {
-			return append(rs[:5:5], rs[6:]...)
+			return append(rs[:3:3], rs[4:]...)
 		}, []string{
 			"store: key " + replayKey + ": the replay took 1 (at least 1) tokens synchronously; the journal has no such take",
-			"decision: key " + replayKey + ": rule r: recorded eng=over code=over via=store rem=0 reset=30000; replayed eng=ok code=ok via=fail_open rem=0 reset=0",
+			"decision: key " + replayKey + ": rule r: recorded eng=over code=over via=store rem=0 reset=30000; replayed eng=ok code=ok via=fail_open rem=1 reset=30000",
 			"store: key " + replayKey + ": the replay took 1 (at least 1) tokens synchronously; the journal has no such take",
-			"decision: key " + replayKey + ": rule r: recorded eng=over code=over via=short_circuit rem=0 reset=30000; replayed eng=ok code=ok via=fail_open rem=0 reset=0",
+			"decision: key " + replayKey + ": rule r: recorded eng=over code=over via=short_circuit rem=0 reset=30000; replayed eng=ok code=ok via=fail_open rem=0 reset=60000",
+			"store: key " + replayKey + ": the replay took 1 (at least 1) tokens synchronously; the journal has no such take",
+			"decision: key " + replayKey + ": rule r: recorded eng=over code=over via=short_circuit rem=0 reset=30000; replayed eng=over code=over via=fail_open rem=0 reset=30000",
 		}},
 		// A denial the enforcer never got is replayed first, and the grant is left over.
 		{"an extra take", func(rs []Record) []Record {
-			return append(rs[:8:8], append([]Record{rs[5]}, rs[8:]...)...)
+			return append(rs[:7:7], append([]Record{rs[3]}, rs[7:]...)...)
 		}, []string{
 			"decision: key " + replayKey + ": rule r: recorded eng=ok code=ok via=store rem=0 reset=60000; replayed eng=over code=over via=store rem=0 reset=30000",
-			"store: key " + replayKey + ": rule r: the journal has a synchronous take at line 12 that the replayed decision did not make",
+			"store: key " + replayKey + ": rule r: the journal has a synchronous take at line 11 that the replayed decision did not make",
 		}},
 		{"tokens went back", func(rs []Record) []Record {
 			ret := Record{Kind: KindStore, TimeMs: 3000, Op: OpReturn, Key: replayKey, Got: 4}
