@@ -290,17 +290,19 @@ func (e *Enforcer) openStore() (engine.Store, bool, error) {
 		return engine.NewMemory(e.clock), false, nil
 	}
 	o := &redis.UniversalOptions{
-		MasterName:            c.SentinelMaster,
-		Password:              c.RedisPassword,
-		DialTimeout:           max(c.StoreTimeout, 100*time.Millisecond),
-		ReadTimeout:           max(c.StoreTimeout, time.Millisecond),
-		WriteTimeout:          max(c.StoreTimeout, time.Millisecond),
+		MasterName:  c.SentinelMaster,
+		Password:    c.RedisPassword,
+		DialTimeout: max(c.StoreTimeout, 100*time.Millisecond),
+		// A request waits at most the store timeout (guardedStore's timer); the call itself
+		// may take until its own deadline, so that a reply read late is not a failure.
+		ReadTimeout:           callTimeoutOf(c.StoreTimeout),
+		WriteTimeout:          callTimeoutOf(c.StoreTimeout),
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1, // never retry inside the store timeout (a Cluster's MOVED/ASK redirects still follow)
 		DialerRetries:         1,
 		PoolSize:              64,
 		MinIdleConns:          4,
-		PoolTimeout:           max(c.StoreTimeout, time.Millisecond),
+		PoolTimeout:           callTimeoutOf(c.StoreTimeout),
 		Protocol:              2,
 		DisableIdentity:       true,
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,25 +28,29 @@ type guardedStore struct {
 	// detach runs each call on a goroutine of its own and stops waiting at the timeout, so
 	// that no client-library behaviour (dial retries, a pool wait) can hold a request longer.
 	// The in-process memory store never blocks and is called directly.
-	detach  bool
-	breaker *breaker
-	clock   engine.Clock
-	order   *order
-	journal *journal.Writer
+	detach bool
+	// callTimeout is a detached call's own deadline, longer than the request's wait: see
+	// detached for what counts as a timeout.
+	callTimeout time.Duration
+	breaker     *breaker
+	clock       engine.Clock
+	order       *order
+	journal     *journal.Writer
 
-	granted, denied, failed, timedOut, open prometheus.Counter
-	returned, returnFailed                  prometheus.Counter
-	takeLatency, returnLatency              prometheus.Observer
-	leaseSize                               prometheus.Observer
+	granted, denied, failed, timedOut, late, open prometheus.Counter
+	returned, returnFailed                        prometheus.Counter
+	takeLatency, returnLatency                    prometheus.Observer
+	leaseSize                                     prometheus.Observer
 }
 
 func newGuardedStore(inner engine.Store, timeout time.Duration, detach bool, br *breaker, clock engine.Clock, o *order, j *journal.Writer, mx *metrics) *guardedStore {
 	return &guardedStore{
-		inner: inner, timeout: timeout, detach: detach, breaker: br, clock: clock, order: o, journal: j,
+		inner: inner, timeout: timeout, detach: detach, callTimeout: callTimeoutOf(timeout), breaker: br, clock: clock, order: o, journal: j,
 		granted:       mx.storeCalls.WithLabelValues("take", "granted"),
 		denied:        mx.storeCalls.WithLabelValues("take", "denied"),
 		failed:        mx.storeCalls.WithLabelValues("take", "error"),
 		timedOut:      mx.storeCalls.WithLabelValues("take", "timeout"),
+		late:          mx.storeCalls.WithLabelValues("take", "late"),
 		open:          mx.storeCalls.WithLabelValues("take", "circuit_open"),
 		returned:      mx.storeCalls.WithLabelValues("return", "ok"),
 		returnFailed:  mx.storeCalls.WithLabelValues("return", "error"),
@@ -72,13 +77,13 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 	var res engine.Result
 	var err error
 	if g.detach {
-		res, err = g.detached(ctx, r)
+		res, err = g.detached(ctx, r) // the call records its own outcome in the breaker
 	} else {
 		res, err = g.inner.Take(ctx, r)
+		g.breaker.Record(storeOK(err))
 	}
 	took := time.Since(start)
 	g.takeLatency.Observe(took.Seconds())
-	g.breaker.Record(err == nil || errors.Is(err, engine.ErrBadRequest))
 	switch {
 	case errors.Is(err, ErrStoreTimeout) || errors.Is(err, context.DeadlineExceeded):
 		g.timedOut.Inc()
@@ -94,45 +99,120 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 	return res, err
 }
 
+// callTimeoutOf is the own deadline of a detached call under store timeout t: four store
+// timeouts, and at least 100 ms. On two busy cores the goroutine that reads a reply can wait
+// tens of milliseconds to run, which says nothing about the store; a store that stopped
+// answering still opens the breaker about 100 ms after its first missed calls. The Redis
+// client's own read, write and pool timeouts are this deadline too (openStore): a socket
+// deadline of the store timeout would fail a read whose reply had arrived in time.
+func callTimeoutOf(t time.Duration) time.Duration { return max(4*t, 100*time.Millisecond) }
+
+// storeOK reports whether a store call's error says nothing against the store: none, or a
+// request the store rightly refused.
+func storeOK(err error) bool { return err == nil || errors.Is(err, engine.ErrBadRequest) }
+
+// A detached call is in one of these states: its request still waits for it, took its reply,
+// or stopped waiting.
+const (
+	callWaiting int32 = iota
+	callDelivered
+	callAbandoned
+)
+
+// detachedCall is one store take on a goroutine of its own, and the request waiting for it.
+type detachedCall struct {
+	state atomic.Int32
+	reply chan takeReply
+	late  *engine.Late // what the request got when it stopped waiting, set before it did
+}
+
+// detached makes a take on a goroutine of its own. The request waits at most g.timeout for
+// it; the call itself runs until its own deadline, g.callTimeout (callTimeoutOf).
+//
+// What "timed out" means: the request stops waiting at the store timeout and is decided by its
+// rule's failure mode, counted as store_calls{result="timeout"}. The circuit breaker, though,
+// judges the call, not the wait: a call that gets its reply before its own deadline is a
+// success, even when the request stopped waiting first (store_calls{result="late"}). On two
+// busy cores a reply that reached the socket within the store timeout can wait several
+// milliseconds for the goroutine that reads it; the breaker then stays closed. A call with no
+// reply by its deadline, or an error, is a failure. So a store that stops answering (SIGSTOP,
+// a partition) opens the breaker about 50 ms after it stopped, and a store whose replies are
+// merely read late does not open it. The request gets an *engine.Late: the lease manager
+// keeps the call in flight and takes its reply when it lands, so that its tokens are spent and
+// a key at its limit still has one call in flight at most. With a journal, whose replay could
+// not know when a late reply landed, the tokens it granted go back to the store instead.
 func (g *guardedStore) detached(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
-	// The request waits at most g.timeout. The call itself gets twice that: on a busy machine a
-	// reply can reach the socket in time while the goroutine that reads it waits to be scheduled,
-	// and a deadline already past would make the client discard it unread.
 	wait := time.NewTimer(g.timeout)
 	defer wait.Stop()
-	callCtx, cancel := context.WithTimeout(ctx, 2*g.timeout)
-	ch := make(chan takeReply, 1)
-	go func() {
-		defer cancel()
-		res, err := g.inner.Take(callCtx, r)
-		ch <- takeReply{res, err}
-	}()
+	c := &detachedCall{reply: make(chan takeReply, 1)}
+	go g.call(ctx, c, r)
 	select {
-	case rep := <-ch:
-		return g.reply(rep)
+	case rep := <-c.reply:
+		return rep.res, rep.err
 	case <-wait.C:
 	case <-ctx.Done():
-		return engine.Result{}, ctx.Err()
 	}
-	// A reply that landed while this goroutine waited to run is still on time.
-	select {
-	case rep := <-ch:
-		return g.reply(rep)
-	default:
-		// The call may still debit tokens that nobody spends: an under-admission, never an
-		// over-admission.
-		return engine.Result{}, ErrStoreTimeout
+	err := ctx.Err()
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		err = ErrStoreTimeout
+	}
+	if !g.order.exact() {
+		// The lease manager takes the reply when it lands. A journal could not replay
+		// that, so with one the tokens go back instead (call).
+		c.late = &engine.Late{Err: err}
+	}
+	if !c.state.CompareAndSwap(callWaiting, callAbandoned) {
+		rep := <-c.reply // it landed as the wait ended: still on time
+		return rep.res, rep.err
+	}
+	if c.late != nil {
+		return engine.Result{}, c.late
+	}
+	return engine.Result{}, err
+}
+
+// call runs c's take until its own deadline, records the outcome in the breaker, and hands the
+// reply to the request if it still waits; if it does not, it counts the late reply and gives
+// back what it granted. The request's cancellation does not cancel the call: a client that hung
+// up says nothing about the store.
+func (g *guardedStore) call(ctx context.Context, c *detachedCall, r engine.TakeRequest) {
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.callTimeout)
+	defer cancel()
+	res, err := g.inner.Take(callCtx, r)
+	err = g.callError(err)
+	g.breaker.Record(storeOK(err))
+	if c.state.CompareAndSwap(callWaiting, callDelivered) {
+		c.reply <- takeReply{res, err}
+		return
+	}
+	if err == nil {
+		g.late.Inc()
+	}
+	if c.late != nil {
+		c.late.End(res, err)
+		return
+	}
+	if err == nil && res.Granted > 0 {
+		// Not journaled: the replay, like the request, saw a timeout and gives nothing back.
+		ret := engine.ReturnRequest{Key: r.Key, Limits: r.Limits, N: res.Granted, TakenAt: res.Now, Now: r.Now}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(g.timeout, 50*time.Millisecond))
+		defer cancel()
+		if g.inner.Return(rctx, ret) == nil {
+			g.returned.Inc()
+		} else {
+			g.returnFailed.Inc()
+		}
 	}
 }
 
-// reply maps a detached call's error: the call's own deadline, seen as a context error or as
-// a network timeout, is a store timeout.
-func (g *guardedStore) reply(rep takeReply) (engine.Result, error) {
+// callError maps a detached call's error: the call's own deadline, seen as a context error or
+// as a network timeout, is a store timeout.
+func (g *guardedStore) callError(err error) error {
 	var ne net.Error
-	if errors.Is(rep.err, context.DeadlineExceeded) || (errors.As(rep.err, &ne) && ne.Timeout()) {
-		return rep.res, ErrStoreTimeout
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return ErrStoreTimeout
 	}
-	return rep.res, rep.err
+	return err
 }
 
 // Return implements engine.Store. Returns are not on the request path; they use the same
@@ -150,7 +230,7 @@ func (g *guardedStore) Return(ctx context.Context, r engine.ReturnRequest) error
 	err := g.inner.Return(ctx, r)
 	took := time.Since(start)
 	g.returnLatency.Observe(took.Seconds())
-	g.breaker.Record(err == nil || errors.Is(err, engine.ErrBadRequest))
+	g.breaker.Record(storeOK(err))
 	if err != nil {
 		g.returnFailed.Inc()
 	} else {

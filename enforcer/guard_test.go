@@ -4,17 +4,21 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rlctl/rlctl/engine"
 )
 
-// stubStore answers every Take after delay with res and err.
+// stubStore answers every Take after delay with res and err, and counts the tokens given back.
 type stubStore struct {
-	delay time.Duration
-	res   engine.Result
-	err   error
+	delay    time.Duration
+	res      engine.Result
+	err      error
+	returned *atomic.Int64
 }
 
 func (s stubStore) Take(ctx context.Context, _ engine.TakeRequest) (engine.Result, error) {
@@ -26,8 +30,17 @@ func (s stubStore) Take(ctx context.Context, _ engine.TakeRequest) (engine.Resul
 	}
 }
 
-func (s stubStore) Return(context.Context, engine.ReturnRequest) error { return nil }
+func (s stubStore) Return(_ context.Context, r engine.ReturnRequest) error {
+	if s.returned != nil {
+		s.returned.Add(r.N)
+	}
+	return nil
+}
 
+// TestGuardedStoreTake checks what a request gets from a detached store call, how long it
+// waits, and what the breaker and the metrics make of the call. The calls' own deadline is ten
+// store timeouts, so that a request that waited for it instead of its own timer would miss the
+// bound on its wait by far.
 func TestGuardedStoreTake(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	netTimeout := &os.PathError{Op: "read", Path: "tcp", Err: os.ErrDeadlineExceeded} // a net.Error with Timeout()
@@ -36,22 +49,48 @@ func TestGuardedStoreTake(t *testing.T) {
 		store   stubStore
 		granted int64
 		err     error
+		// failed says the breaker counts the call as a failure; late that its reply came
+		// after the request stopped waiting, and returned the tokens given back for it.
+		failed   bool
+		late     float64
+		returned int64
+		// exact runs the store as under a journal; landed is what the lease manager is
+		// handed when a late call lands (engine.Late), -1 for nothing.
+		exact  bool
+		landed int64
 	}{
 		{name: "reply", store: stubStore{res: engine.Result{Granted: 5}}, granted: 5},
 		{name: "denial", store: stubStore{res: engine.Result{RetryAfter: 7}}},
-		{name: "store error", store: stubStore{err: errors.New("connection refused")}, err: errors.New("connection refused")},
-		{name: "hung store", store: stubStore{delay: time.Hour}, err: ErrStoreTimeout},
-		{name: "network timeout", store: stubStore{err: netTimeout}, err: ErrStoreTimeout},
-		{name: "deadline", store: stubStore{err: context.DeadlineExceeded}, err: ErrStoreTimeout},
+		{name: "store error", store: stubStore{err: errors.New("connection refused")}, err: errors.New("connection refused"), failed: true},
+		{name: "hung store", store: stubStore{delay: time.Hour}, err: ErrStoreTimeout, failed: true},
+		{name: "network timeout", store: stubStore{err: netTimeout}, err: ErrStoreTimeout, failed: true},
+		{name: "deadline", store: stubStore{err: context.DeadlineExceeded}, err: ErrStoreTimeout, failed: true},
+		// A reply after the request's wait but before the call's deadline: the request is
+		// decided without it, the breaker counts a success, and the lease manager is handed
+		// the reply; under a journal its tokens go back to the store instead.
+		{name: "late grant", store: stubStore{delay: 3 * timeout, res: engine.Result{Granted: 5}}, err: ErrStoreTimeout, late: 1, landed: 5},
+		{name: "late grant, journal", store: stubStore{delay: 3 * timeout, res: engine.Result{Granted: 5}}, err: ErrStoreTimeout, late: 1, exact: true, returned: 5, landed: -1},
+		{name: "late denial", store: stubStore{delay: 3 * timeout}, err: ErrStoreTimeout, late: 1},
 	}
 	clock := engine.ClockFunc(func() int64 { return time.Now().UnixMilli() })
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			br := newBreaker(3, 1000, clock, func(from, to BreakerState) {})
-			g := newGuardedStore(tt.store, timeout, true, br, clock, newOrder(clock, false), nil, newMetrics(nil, nil))
+			var returned atomic.Int64
+			tt.store.returned = &returned
+			br := newBreaker(1, 60_000, clock, func(from, to BreakerState) {})
+			mx := newMetrics(nil, nil)
+			g := newGuardedStore(tt.store, timeout, true, br, clock, newOrder(clock, tt.exact), nil, mx)
+			g.callTimeout = 10 * timeout
 			start := time.Now()
 			res, err := g.Take(context.Background(), engine.TakeRequest{Key: "k", Want: 5, Min: 1})
 			took := time.Since(start)
+			landed := make(chan int64, 1)
+			var late *engine.Late
+			if errors.As(err, &late) {
+				late.Then(func(res engine.Result, err error) { landed <- res.Granted })
+			} else {
+				landed <- -1
+			}
 			switch {
 			case tt.err == nil && err != nil:
 				t.Fatalf("err: got %v, want nil", err)
@@ -61,24 +100,103 @@ func TestGuardedStoreTake(t *testing.T) {
 			if res.Granted != tt.granted {
 				t.Errorf("granted: got %d, want %d", res.Granted, tt.granted)
 			}
-			// The request waits the timeout, not the call's own longer deadline.
-			if limit := timeout + 200*time.Millisecond; took > limit {
+			// The request waits the store timeout, never the call's own deadline (200 ms).
+			if limit := timeout + 100*time.Millisecond; took > limit {
 				t.Errorf("took %v, want at most %v", took, limit)
+			}
+			// The call has landed or met its deadline by then; the breaker (threshold 1)
+			// opened if and only if the call failed.
+			deadline := time.Now().Add(g.callTimeout + time.Second)
+			for (br.State() == BreakerOpen) != tt.failed && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			for (storeCallCount(t, mx, "take", "late") != tt.late || returned.Load() != tt.returned) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond) // a late reply lands at 60 ms
+			}
+			if got := br.State() == BreakerOpen; got != tt.failed {
+				t.Errorf("breaker open: got %v, want %v", got, tt.failed)
+			}
+			if got := storeCallCount(t, mx, "take", "late"); got != tt.late {
+				t.Errorf("late replies: got %v, want %v", got, tt.late)
+			}
+			if got := returned.Load(); got != tt.returned {
+				t.Errorf("tokens given back: got %d, want %d", got, tt.returned)
+			}
+			if tt.err == nil || tt.failed {
+				return // no late call: nothing handed over (or a failure handed over)
+			}
+			select {
+			case got := <-landed:
+				if got != tt.landed {
+					t.Errorf("handed to the lease manager: got %d tokens, want %d", got, tt.landed)
+				}
+			case <-time.After(time.Second):
+				t.Errorf("the late call never landed")
 			}
 		})
 	}
 }
 
+// TestGuardedStoreBreakerOpens checks that calls with no reply by their deadline open the
+// breaker after the threshold, and that later calls are refused without reaching the store.
 func TestGuardedStoreBreakerOpens(t *testing.T) {
 	clock := engine.ClockFunc(func() int64 { return time.Now().UnixMilli() })
 	br := newBreaker(3, 60_000, clock, func(from, to BreakerState) {})
 	g := newGuardedStore(stubStore{delay: time.Hour}, time.Millisecond, true, br, clock, newOrder(clock, false), nil, newMetrics(nil, nil))
-	for i, want := range []error{ErrStoreTimeout, ErrStoreTimeout, ErrStoreTimeout, ErrCircuitOpen} {
-		if _, err := g.Take(context.Background(), engine.TakeRequest{Key: "k", Want: 1, Min: 1}); !errors.Is(err, want) {
-			t.Fatalf("call %d: got %v, want %v", i, err, want)
+	for i := range 3 {
+		if _, err := g.Take(context.Background(), engine.TakeRequest{Key: "k", Want: 1, Min: 1}); !errors.Is(err, ErrStoreTimeout) {
+			t.Fatalf("call %d: got %v, want %v", i, err, ErrStoreTimeout)
 		}
+	}
+	// The three calls fail at their own deadline, 2 ms after they started.
+	deadline := time.Now().Add(time.Second)
+	for br.State() != BreakerOpen && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := g.Take(context.Background(), engine.TakeRequest{Key: "k", Want: 1, Min: 1}); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("call 3: got %v, want %v", err, ErrCircuitOpen)
 	}
 	if got := br.State(); got != BreakerOpen {
 		t.Errorf("breaker: got %v, want open", got)
 	}
+}
+
+// TestGuardedStoreLateRepliesKeepBreakerClosed sends calls whose replies all come after the
+// request stopped waiting but before the calls' deadline, as on a machine too busy to read
+// replies on time: the requests time out, and the breaker stays closed.
+func TestGuardedStoreLateRepliesKeepBreakerClosed(t *testing.T) {
+	clock := engine.ClockFunc(func() int64 { return time.Now().UnixMilli() })
+	br := newBreaker(3, 60_000, clock, func(from, to BreakerState) {})
+	mx := newMetrics(nil, nil)
+	g := newGuardedStore(stubStore{delay: 50 * time.Millisecond}, 5*time.Millisecond, true, br, clock, newOrder(clock, false), nil, mx)
+	g.callTimeout = time.Second
+	for i := range 10 {
+		if _, err := g.Take(context.Background(), engine.TakeRequest{Key: "k", Want: 1, Min: 1}); !errors.Is(err, ErrStoreTimeout) {
+			t.Fatalf("call %d: got %v, want %v", i, err, ErrStoreTimeout)
+		}
+	}
+	deadline := time.Now().Add(time.Second)
+	for storeCallCount(t, mx, "take", "late") < 10 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := storeCallCount(t, mx, "take", "late"); got != 10 {
+		t.Errorf("late replies: got %v, want 10", got)
+	}
+	if got := br.State(); got != BreakerClosed {
+		t.Errorf("breaker: got %v, want closed", got)
+	}
+}
+
+// storeCallCount reads rate_limit_store_calls_total{op, result} from mx's registry.
+func storeCallCount(t *testing.T, mx *metrics, op, result string) float64 {
+	t.Helper()
+	c, err := mx.storeCalls.GetMetricWithLabelValues(op, result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
