@@ -3,24 +3,36 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlctl/rlctl/internal/redistest"
 )
 
+// diffSeedEnv names the environment variable that sets the differential's
+// random seed, so that a failure can be run again; without it the seed is
+// taken from the time.
+const diffSeedEnv = "RLCTL_DIFF_SEED"
+
 // TestRedisMatchesModel drives a real redis-server and the Memory model with
-// the same random operations at the same explicit times, and requires every
-// reply and the stored hash after every operation to be identical.
+// the same random operations and policy reloads, at the same explicit times
+// or on Redis's own clock, and requires every reply and the stored hash after
+// every operation to be identical, and the TTL to be TTL(limits).
 func TestRedisMatchesModel(t *testing.T) {
+	seed := diffSeed(t, "differential")
 	srv := redistest.Start(t)
-	ops, bad := differential(t, srv.Client(), 200_000, 1)
+	ops, bad := differential(t, srv.Client(), 200_000, seed, 42)
 	fmt.Printf("differential: ops=%d mismatches=%d\n", ops, bad)
 	if bad != 0 {
-		t.Fatalf("differential: %d of %d operations differ", bad, ops)
+		t.Fatalf("differential: %d of %d operations differ (%s=%d)", bad, ops, diffSeedEnv, seed)
 	}
 }
 
@@ -30,11 +42,12 @@ func TestRedisClusterMatchesModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster")
 	}
+	seed := diffSeed(t, "cluster differential")
 	cl := redistest.StartCluster(t, 3)
-	ops, bad := differential(t, cl.Client(), 60_000, 2)
+	ops, bad := differential(t, cl.Client(), 60_000, seed, 43)
 	fmt.Printf("cluster differential: ops=%d mismatches=%d\n", ops, bad)
 	if bad != 0 {
-		t.Fatalf("cluster differential: %d of %d operations differ", bad, ops)
+		t.Fatalf("cluster differential: %d of %d operations differ (%s=%d)", bad, ops, diffSeedEnv, seed)
 	}
 	slots := map[string]bool{}
 	for i := range 50 {
@@ -49,85 +62,285 @@ func TestRedisClusterMatchesModel(t *testing.T) {
 	}
 }
 
+// diffSeed returns the seed from RLCTL_DIFF_SEED, or one from the time, and
+// prints it beside the test's result line.
+func diffSeed(t *testing.T, name string) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(diffSeedEnv); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s=%q: want an unsigned integer: %v", diffSeedEnv, s, err)
+		}
+	}
+	fmt.Printf("%s: seed=%d\n", name, seed)
+	// Ops on Redis's clock run again at other times, Redis's.
+	t.Logf("seed %d: %s=%d runs the same operations again", seed, diffSeedEnv, seed)
+	return seed
+}
+
 // diffKey is the i-th key of the differential; some values need escaping.
 func diffKey(i int) string {
 	return Key("diff", "tenant{"+strconv.Itoa(i%7)+"}", "user:"+strconv.Itoa(i))
 }
 
-// diffKeyState is the policy and virtual clock of one differential key.
+// Shares of the differential's operations.
+const (
+	clockKeyEvery = 8   // one key in 8 runs every op on Redis's clock
+	reloadOdds    = 40  // one op in 40 reloads its key's limits first
+	corruptOdds   = 500 // one op in 500 overwrites a stored field out of range first
+)
+
+// diffKeyState is the policy and clock of one differential key, and what the
+// model's expiry of its state must be. The generator owns the state of keys
+// on explicit times; the checker owns exp, fields, corrupt and opLimits of
+// clock keys, whose ops only it runs on the model.
 type diffKeyState struct {
 	key    string
+	clock  bool // every op uses the store's clock (Now 0)
 	limits []Limit
-	now    int64
+	now    int64 // virtual clock of a key on explicit times
 	taken  int64 // Now of the last grant, for returns
+
+	exp      memExpiry // the model's expiry after the last op
+	opLimits []Limit   // the limits of the last op
+	fields   uint16    // fieldMask of every op since the state was fresh
+	corrupt  bool      // a field was overwritten since the state was fresh
+}
+
+// memExpiry is how Memory tracks a key's expiry: the latest time it has seen
+// and the instant its state is gone.
+type memExpiry struct{ last, expire int64 }
+
+// diffExpiry reads m's expiry of key.
+func diffExpiry(m *Memory, key string) memExpiry {
+	sh := m.lock(key)
+	defer m.unlock(sh)
+	e := sh.m[key]
+	if e == nil {
+		return memExpiry{}
+	}
+	return memExpiry{e.last, e.expire}
+}
+
+// begin reports whether the model's state of k is gone at now, before an op
+// with limits, and whether Redis must drop k's hash before the op. The
+// model's state is gone from exp.expire on, in the op's time; Redis's hash
+// lives TTL(limits) of wall-clock time, and under a virtual clock outlives
+// it. Stored state past its TTL decides as fresh state does (see TTL), so
+// the hash is kept, except when it holds what fresh state would not: fields
+// of other limits than the op's, state written under other limits, or a
+// corrupted field. Redis's own clock would have expired those. Clock keys
+// never need it: both stores expire them in Redis's time.
+func (k *diffKeyState) begin(now int64, limits []Limit) (fresh, drop bool) {
+	if now < k.exp.expire {
+		return false, false
+	}
+	drop = k.opLimits != nil && (k.corrupt || k.fields&^fieldMask(limits) != 0 || !slices.Equal(k.opLimits, limits))
+	k.exp, k.fields, k.corrupt = memExpiry{}, 0, false
+	return true, drop
+}
+
+// end records an op at now with limits and returns the expiry the model
+// must have after it: TTL(limits) after the latest time the key has seen.
+func (k *diffKeyState) end(now int64, limits []Limit) memExpiry {
+	k.exp.last = max(k.exp.last, now)
+	k.exp.expire = k.exp.last + TTL(limits)
+	k.fields |= fieldMask(limits)
+	k.opLimits = limits
+	return k.exp
+}
+
+// fieldMask has a bit per hash field the limits' algorithms own: five per
+// limit (tok, ts, win, cur, prev).
+func fieldMask(limits []Limit) uint16 {
+	var m uint16
+	for i, l := range limits {
+		m |= [...]uint16{TokenBucket: 0b00011, SlidingWindow: 0b11100, FixedWindow: 0b01100}[l.Algorithm] << (5 * i)
+	}
+	return m
+}
+
+// diffModel is the model side of the differential for one goroutine: the
+// shared concurrent Memory, and this goroutine's single-goroutine twin, fed
+// through TakeBytes, which must agree with it bit for bit.
+type diffModel struct {
+	m, twin *Memory
+	keyBuf  []byte
+}
+
+func (d *diffModel) take(ctx context.Context, r TakeRequest) (Result, error) {
+	res, err := d.m.Take(ctx, r)
+	if err != nil {
+		return res, fmt.Errorf("take %+v: %w", r, err)
+	}
+	d.keyBuf = append(d.keyBuf[:0], r.Key...)
+	tr := r
+	tr.Key = ""
+	if got, err := d.twin.TakeBytes(ctx, d.keyBuf, tr); err != nil || got != res {
+		return res, fmt.Errorf("take %+v: single-goroutine TakeBytes %+v %v, model %+v", r, got, err, res)
+	}
+	return res, nil
+}
+
+func (d *diffModel) ret(ctx context.Context, r ReturnRequest) error {
+	if err := d.m.Return(ctx, r); err != nil {
+		return fmt.Errorf("return %+v: %w", r, err)
+	}
+	if err := d.twin.Return(ctx, r); err != nil {
+		return fmt.Errorf("return %+v: single-goroutine: %w", r, err)
+	}
+	return nil
+}
+
+// after returns the model's state and expiry of key, which the twin must share.
+func (d *diffModel) after(key string) (map[string]int64, memExpiry, error) {
+	f, e := d.m.Fields(key), diffExpiry(d.m, key)
+	if msg := compareFields(f, d.twin.Fields(key)); msg != "" {
+		return f, e, fmt.Errorf("key %s: single-goroutine Memory differs: %s", key, msg)
+	}
+	if te := diffExpiry(d.twin, key); te != e {
+		return f, e, fmt.Errorf("key %s: single-goroutine Memory expiry %+v, model %+v", key, te, e)
+	}
+	return f, e, nil
+}
+
+// corrupt overwrites field f (for example "ts1") of key's state in d's
+// Memory and twin, as a stray write or an older script could leave it in
+// the Redis hash: the clamps of advance must bring it back into range.
+func (d *diffModel) corrupt(key, f string, v int64) {
+	name := strings.TrimRight(f, "0123456789")
+	i, _ := strconv.Atoi(f[len(name):])
+	for _, m := range []*Memory{d.m, d.twin} {
+		sh := m.lock(key)
+		s := &sh.m[key].slots[i]
+		switch name {
+		case "tok":
+			s.tok = v
+		case "ts":
+			s.ts = v
+		case "win":
+			s.win = v
+		case "cur":
+			s.cur = v
+		case "prev":
+			s.prev = v
+		}
+		m.unlock(sh)
+	}
+}
+
+// diffOp is one operation of the differential, pipelined with a PTTL and
+// an HGETALL of its key, and what the model made of it.
+type diffOp struct {
+	k      *diffKeyState
+	take   *TakeRequest
+	ret    *ReturnRequest
+	res    Result           // the model's reply
+	fields map[string]int64 // the model's state right after the op
+	exp    memExpiry        // the model's expiry right after the op
+	want   memExpiry        // the expiry it must have
+	cmd    *redis.Cmd
+	pttl   *redis.Cmd
+	state  *redis.MapStringStringCmd
+}
+
+// diffStats counts what the differential did.
+type diffStats struct {
+	granted, partial, denied, never, returns         int
+	clockOps, reloads, overRange, corrupted, dropped int
+	slack                                            int64 // the largest PTTL tolerance, ms
 }
 
 // differential runs ops random operations on c and on a Memory model and
-// returns how many differed. Every op is pipelined with an HGETALL of its key.
-func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (int, int) {
+// returns how many differed. Every op is pipelined with a PTTL and an
+// HGETALL of its key.
+func differential(t *testing.T, c redis.UniversalClient, ops int, seed, stream uint64) (int, int) {
 	ctx := context.Background()
 	if err := NewRedis(c).Preload(ctx); err != nil {
 		t.Fatalf("load scripts: %v", err)
 	}
-	rng := rand.New(rand.NewPCG(seed, 42))
+	rng := rand.New(rand.NewPCG(seed, stream))
 	keys := make([]*diffKeyState, 400)
 	for i := range keys {
-		keys[i] = &diffKeyState{key: diffKey(i), limits: randomLimits(rng), now: 1 + rng.Int64N(2e12)}
+		keys[i] = &diffKeyState{key: diffKey(i), clock: i%clockKeyEvery == 0, limits: randomLimits(rng), now: 1 + rng.Int64N(2e12)}
 	}
-	model := NewMemory(nil)
-	// twin is the single-goroutine Memory, fed through TakeBytes: it must
-	// agree with model bit for bit, and so with Redis.
-	twin := NewSingleGoroutineMemory(nil)
-	var keyBuf []byte
+	// Ops on Redis's clock run on the model in the checker, once Redis has
+	// replied, on a clock that tells the time Redis reported. Only the
+	// checker reads redisNow: the generator's ops carry their time.
+	var redisNow int64
+	clock := ClockFunc(func() int64 { return redisNow })
+	model := NewMemory(clock)
+	gen := &diffModel{m: model, twin: NewSingleGoroutineMemory(nil)}
+	chk := &diffModel{m: model, twin: NewSingleGoroutineMemory(clock)}
 	const batch = 2000
-	type pending struct {
-		k      *diffKeyState
-		take   *TakeRequest
-		ret    *ReturnRequest
-		res    Result           // the model's reply
-		fields map[string]int64 // the model's state right after the op
-		cmd    *redis.Cmd
-		state  *redis.MapStringStringCmd
-	}
 	type batchOps struct {
-		pipe redis.Pipeliner
-		ps   []pending
+		pipe       redis.Pipeliner
+		ps         []diffOp
+		start, end time.Time // of the pipeline's execution
+		err        error
 	}
 	// The model runs here while a second goroutine executes the previous
-	// batch on Redis and compares: Go and Redis work in parallel.
-	batches := make(chan batchOps, 2)
+	// batch on Redis and a third compares: Go and Redis work in parallel.
+	batches, executed := make(chan batchOps, 2), make(chan batchOps, 2)
 	var done, bad int
-	var granted, partial, denied, never, returns int
+	var st diffStats
 	checked := make(chan struct{})
 	go func() {
-		defer close(checked)
+		defer close(executed)
 		for b := range batches {
-			if _, err := b.pipe.Exec(ctx); err != nil {
-				t.Errorf("pipeline: %v", err)
+			b.start = time.Now()
+			_, b.err = b.pipe.Exec(ctx)
+			b.end = time.Now()
+			executed <- b
+		}
+	}()
+	go func() {
+		defer close(checked)
+		for b := range executed {
+			if b.err != nil {
+				t.Errorf("pipeline: %v", b.err)
 				bad += len(b.ps)
 				done += len(b.ps)
 				continue
 			}
+			// PEXPIRE in the script and the PTTL after it read Redis's
+			// clock at two instants of this pipeline: PTTL is the TTL less
+			// the time between them, which is at most the pipeline's
+			// duration, plus a millisecond for each clock read's
+			// truncation to whole milliseconds.
+			slack := b.end.Sub(b.start).Milliseconds() + 2
+			st.slack = max(st.slack, slack)
 			for _, p := range b.ps {
 				done++
+				var msg string
+				if p.k.clock {
+					msg = checkClockOp(ctx, chk, &redisNow, b.start.UnixMilli()-1000, b.end.UnixMilli()+1000, &p)
+					st.clockOps++
+				}
 				switch {
 				case p.ret != nil:
-					returns++
+					st.returns++
 				case p.res.Granted == 0:
-					denied++
+					st.denied++
 					if p.res.RetryAfter == Never {
-						never++
+						st.never++
 					}
 				default:
-					granted++
+					st.granted++
 					if p.res.Granted < min(p.take.Want, MaxExact) {
-						partial++
+						st.partial++
 					}
 				}
-				if msg := compareOp(p.take, p.ret, p.res, p.cmd, p.fields, p.state.Val()); msg != "" {
+				if msg == "" {
+					msg = compareOp(p.take, p.ret, p.res, p.cmd, p.fields, p.state.Val())
+				}
+				if msg == "" {
+					msg = compareTTL(p.take, p.ret, p.exp, p.want, p.pttl, slack)
+				}
+				if msg != "" {
 					bad++
 					if bad <= 10 {
-						t.Errorf("op %d key %s limits %+v: %s", done, p.k.key, p.k.limits, msg)
+						t.Errorf("op %d key %s: %s", done, p.k.key, msg)
 					}
 				}
 			}
@@ -135,61 +348,119 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed uint64) (
 	}()
 	for sent := 0; sent < ops; {
 		pipe := c.Pipeline()
-		var ps []pending
+		var ps []diffOp
 		for range min(batch, ops-sent) {
 			sent++
 			k := keys[rng.IntN(len(keys))]
-			k.now = nextTime(rng, k)
-			p := pending{k: k}
-			if rng.IntN(5) == 0 {
-				r := ReturnRequest{Key: k.key, Limits: k.limits, N: 1 + rng.Int64N(2*k.limits[0].Capacity()), Now: k.now}
-				if rng.IntN(2) == 0 {
-					r.TakenAt = k.taken
-				}
-				args, err := returnArgs(r)
-				if err == nil {
-					err = model.Return(ctx, r)
-				}
-				if err == nil {
-					err = twin.Return(ctx, r)
-				}
-				if err != nil {
-					t.Fatalf("return %+v: %v", r, err)
-				}
-				p.ret, p.cmd = &r, returnScript.EvalSha(ctx, pipe, []string{k.key}, args...)
+			reloaded := rng.IntN(reloadOdds) == 0
+			if reloaded {
+				k.limits = reload(rng, k.limits)
+				st.reloads++
+			}
+			p := diffOp{k: k}
+			if k.clock {
+				p.take, p.ret = randomClockOp(rng, k)
+				p.cmd = evalOp(t, ctx, pipe, p.take, p.ret)
 			} else {
-				r := randomTake(rng, k)
-				args, err := takeArgs(r)
-				if err == nil {
-					p.res, err = model.Take(ctx, r)
+				k.now = nextTime(rng, k)
+				fresh, drop := k.begin(k.now, k.limits)
+				if drop {
+					pipe.Del(ctx, k.key)
+					st.dropped++
 				}
-				if err != nil {
-					t.Fatalf("take %+v: %v", r, err)
+				if !fresh && reloaded && overRange(gen.m.Fields(k.key), k.limits) {
+					st.overRange++
 				}
-				keyBuf = append(keyBuf[:0], r.Key...)
-				tr := r
-				tr.Key = ""
-				if got, err := twin.TakeBytes(ctx, keyBuf, tr); err != nil || got != p.res {
-					t.Fatalf("take %+v: single-goroutine TakeBytes %+v %v, model %+v", r, got, err, p.res)
+				if !fresh && rng.IntN(corruptOdds) == 0 {
+					f, v := corruptField(rng, gen.m.Fields(k.key))
+					gen.corrupt(k.key, f, v)
+					pipe.HSet(ctx, k.key, f, v)
+					k.corrupt = true
+					st.corrupted++
 				}
-				if p.res.Granted > 0 {
+				p.take, p.ret = randomOp(rng, k)
+				var err error
+				if p.ret != nil {
+					err = gen.ret(ctx, *p.ret)
+				} else if p.res, err = gen.take(ctx, *p.take); p.res.Granted > 0 {
 					k.taken = p.res.Now
 				}
-				p.take, p.cmd = &r, takeScript.EvalSha(ctx, pipe, []string{k.key}, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.cmd = evalOp(t, ctx, pipe, p.take, p.ret)
+				if p.fields, p.exp, err = gen.after(k.key); err != nil {
+					t.Fatal(err)
+				}
+				p.want = k.end(k.now, k.limits)
 			}
+			p.pttl = pipe.Do(ctx, "PTTL", k.key)
 			p.state = pipe.HGetAll(ctx, k.key)
-			p.fields = model.Fields(k.key)
-			if msg := compareFields(p.fields, twin.Fields(k.key)); msg != "" {
-				t.Fatalf("key %s: single-goroutine Memory differs: %s", k.key, msg)
-			}
 			ps = append(ps, p)
 		}
-		batches <- batchOps{pipe, ps}
+		batches <- batchOps{pipe: pipe, ps: ps}
 	}
 	close(batches)
 	<-checked
-	t.Logf("granted %d (partial %d), denied %d (never %d), returns %d", granted, partial, denied, never, returns)
+	t.Logf("granted %d (partial %d), denied %d (never %d), returns %d; %d on Redis's clock", st.granted, st.partial, st.denied, st.never, st.returns, st.clockOps)
+	t.Logf("reloads %d; ops on state out of their limits' range %d, on corrupted state %d; hashes dropped for expiry %d; PTTL within %d ms", st.reloads, st.overRange, st.corrupted, st.dropped, st.slack)
 	return done, bad
+}
+
+// checkClockOp runs p, an op on Redis's clock, on the model at the time
+// Redis reported, which must lie in [lo, hi], the wall-clock time of its
+// pipeline; it fills in the model's reply, state and expiry.
+func checkClockOp(ctx context.Context, d *diffModel, redisNow *int64, lo, hi int64, p *diffOp) string {
+	var now int64
+	if p.take != nil {
+		got, err := parseTake(p.cmd.Val())
+		if err != nil {
+			return err.Error()
+		}
+		now = got.Now
+	} else {
+		v, err := p.cmd.Int64()
+		if err != nil {
+			return fmt.Sprintf("return %+v: %v", *p.ret, err)
+		}
+		now = v
+	}
+	if now < lo || now > hi {
+		return fmt.Sprintf("redis clock %d, outside the pipeline's wall-clock time [%d, %d]", now, lo, hi)
+	}
+	*redisNow = now
+	limits := opLimits(p.take, p.ret)
+	p.k.begin(now, limits)
+	var err error
+	if p.take != nil {
+		p.res, err = d.take(ctx, *p.take)
+	} else {
+		err = d.ret(ctx, *p.ret)
+	}
+	if err == nil {
+		p.fields, p.exp, err = d.after(p.k.key)
+	}
+	if err != nil {
+		return fmt.Sprintf("model at redis time %d: %v", now, err)
+	}
+	p.want = p.k.end(now, limits)
+	return ""
+}
+
+// evalOp pipelines op's script on pipe.
+func evalOp(t *testing.T, ctx context.Context, pipe redis.Pipeliner, take *TakeRequest, ret *ReturnRequest) *redis.Cmd {
+	if ret != nil {
+		args, err := returnArgs(*ret)
+		if err != nil {
+			t.Fatalf("return %+v: %v", *ret, err)
+		}
+		return returnScript.EvalSha(ctx, pipe, []string{ret.Key}, args...)
+	}
+	args, err := takeArgs(*take)
+	if err != nil {
+		t.Fatalf("take %+v: %v", *take, err)
+	}
+	return takeScript.EvalSha(ctx, pipe, []string{take.Key}, args...)
 }
 
 // compareOp describes how Redis's reply to one op and its hash afterwards
@@ -206,7 +477,46 @@ func compareOp(take *TakeRequest, ret *ReturnRequest, res Result, cmd *redis.Cmd
 	} else if err := cmd.Err(); err != nil {
 		return fmt.Sprintf("return %+v: %v", *ret, err)
 	}
-	return compareState(fields, hash)
+	if msg := compareState(fields, hash); msg != "" {
+		return fmt.Sprintf("%s after %s", msg, opString(take, ret))
+	}
+	return ""
+}
+
+// compareTTL describes how the key's TTL after an op differs from
+// TTL(limits): exactly in the model, which counts it from the latest time
+// the key has seen, and within slack ms in Redis, which counts it from its
+// own clock when the script ran. A virtual clock that steps back keeps the
+// model's state longer than TTL after the op's time, and Redis's TTL runs
+// in wall-clock time: the two expiries are only compared through TTL.
+func compareTTL(take *TakeRequest, ret *ReturnRequest, exp, want memExpiry, pttl *redis.Cmd, slack int64) string {
+	limits := opLimits(take, ret)
+	ttl := TTL(limits)
+	if exp != want {
+		return fmt.Sprintf("model expiry %+v, want %+v (TTL %d) after %s", exp, want, ttl, opString(take, ret))
+	}
+	got, err := pttl.Int64()
+	if err != nil {
+		return fmt.Sprintf("PTTL: %v", err)
+	}
+	if got > ttl || got < ttl-slack {
+		return fmt.Sprintf("redis PTTL %d, want TTL %d (less at most %d ms) after %s", got, ttl, slack, opString(take, ret))
+	}
+	return ""
+}
+
+func opLimits(take *TakeRequest, ret *ReturnRequest) []Limit {
+	if take != nil {
+		return take.Limits
+	}
+	return ret.Limits
+}
+
+func opString(take *TakeRequest, ret *ReturnRequest) string {
+	if take != nil {
+		return fmt.Sprintf("take %+v", *take)
+	}
+	return fmt.Sprintf("return %+v", *ret)
 }
 
 // compareState describes how a model's fields differ from a Redis hash, or
@@ -242,6 +552,14 @@ func randomLimits(rng *rand.Rand) []Limit {
 	n := 1 + rng.IntN(3)
 	ls := make([]Limit, 0, n)
 	for len(ls) < n {
+		ls = append(ls, randomLimit(rng))
+	}
+	return ls
+}
+
+// randomLimit returns a valid limit, often at an edge.
+func randomLimit(rng *rand.Rand) Limit {
+	for {
 		l := Limit{
 			Algorithm: Algorithm(rng.IntN(3)),
 			Requests:  pick(rng, 1, 2, 3, 7, 10, 100, 1000, 12345, 1e6, 1+rng.Int64N(1e9), 1+rng.Int64N(1<<40)),
@@ -255,10 +573,82 @@ func randomLimits(rng *rand.Rand) []Limit {
 			l.Requests = max(1, MaxExact/l.Window-1-rng.Int64N(3)) // at the edge
 		}
 		if l.Validate() == nil {
-			ls = append(ls, l)
+			return l
 		}
 	}
-	return ls
+}
+
+// reload returns limits as a policy reload changes them: a burst shrinks,
+// requests drop, a window changes, an algorithm switches, a limit is added
+// or removed (shifting the limits after it onto other fields), capacity
+// grows, or everything is replaced. The result is a new, valid slice.
+func reload(rng *rand.Rand, limits []Limit) []Limit {
+	for {
+		ls := slices.Clone(limits)
+		i := rng.IntN(len(ls))
+		l := &ls[i]
+		switch rng.IntN(9) {
+		case 0, 1:
+			l.Burst = 1 + rng.Int64N(l.Capacity())
+		case 2, 3:
+			l.Requests = pick(rng, 1+rng.Int64N(l.Requests), max(1, l.Requests/(2+rng.Int64N(100))), 1)
+		case 4:
+			l.Window = pick(rng, 1, 7, 1000, 60_000, day, year, max(1, l.Window/2), l.Window*2, 1+rng.Int64N(1e7))
+		case 5:
+			l.Algorithm = Algorithm((int(l.Algorithm) + 1 + rng.IntN(2)) % 3)
+		case 6:
+			if len(ls) < 3 {
+				ls = slices.Insert(ls, rng.IntN(len(ls)+1), randomLimit(rng))
+			} else {
+				ls = slices.Delete(ls, i, i+1)
+			}
+		case 7:
+			if len(ls) > 1 {
+				ls = slices.Delete(ls, i, i+1)
+			} else {
+				l.Requests, l.Burst = l.Requests*(1+rng.Int64N(10)), l.Burst*(1+rng.Int64N(10))
+			}
+		default:
+			ls = randomLimits(rng)
+		}
+		valid := true
+		for _, l := range ls {
+			valid = valid && l.Validate() == nil
+		}
+		if valid {
+			return ls
+		}
+	}
+}
+
+// overRange reports whether stored state holds a value the limits' ranges
+// exclude, so that the clamps of advance change it.
+func overRange(fields map[string]int64, limits []Limit) bool {
+	for i, l := range limits {
+		n := strconv.Itoa(i)
+		x := l.exact()
+		if l.Algorithm == TokenBucket {
+			if v, ok := fields["tok"+n]; ok && v > x.capacity*x.tu {
+				return true
+			}
+			continue
+		}
+		if v, ok := fields["cur"+n]; ok && v > l.Requests {
+			return true
+		}
+		if v, ok := fields["prev"+n]; ok && v > l.Requests && l.Algorithm == SlidingWindow {
+			return true
+		}
+	}
+	return false
+}
+
+// corruptField picks one of the stored fields and a value out of every
+// limit's range for it: negative, or beyond MaxExact (which Lua reads
+// inexactly, as the nearest double).
+func corruptField(rng *rand.Rand, fields map[string]int64) (string, int64) {
+	names := slices.Sorted(maps.Keys(fields))
+	return names[rng.IntN(len(names))], pick(rng, -1, -1-rng.Int64N(1e12), MaxExact+1+rng.Int64N(1000), 1e18)
 }
 
 func pick(rng *rand.Rand, vs ...int64) int64 {
@@ -287,6 +677,36 @@ func nextTime(rng *rand.Rand, k *diffKeyState) int64 {
 		d = rng.Int64N(100 * year)
 	}
 	return clamp(k.now+d, 1, MaxExact)
+}
+
+// randomOp is a take (randomTake) or, one time in five, a return of up to
+// twice the capacity, taken at the last grant's time or now.
+func randomOp(rng *rand.Rand, k *diffKeyState) (*TakeRequest, *ReturnRequest) {
+	if rng.IntN(5) != 0 {
+		r := randomTake(rng, k)
+		return &r, nil
+	}
+	r := ReturnRequest{Key: k.key, Limits: k.limits, N: 1 + rng.Int64N(2*k.limits[0].Capacity()), Now: k.now}
+	if rng.IntN(2) == 0 {
+		r.TakenAt = k.taken
+	}
+	return nil, &r
+}
+
+// randomClockOp is randomOp on the store's clock: Now is 0, and a return's
+// tokens were taken now or within two windows before the wall-clock time,
+// which Redis's clock is on this machine.
+func randomClockOp(rng *rand.Rand, k *diffKeyState) (*TakeRequest, *ReturnRequest) {
+	take, ret := randomOp(rng, k)
+	if take != nil {
+		take.Now = 0
+		return take, nil
+	}
+	ret.Now, ret.TakenAt = 0, 0
+	if rng.IntN(2) == 0 {
+		ret.TakenAt = time.Now().UnixMilli() - rng.Int64N(2*min(k.limits[0].Window, year)+1)
+	}
+	return nil, ret
 }
 
 // randomTake is a take of one to twice the capacity, all or nothing or
