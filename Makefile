@@ -8,7 +8,7 @@ OUT     := out
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test bench bench-enforcer pgo vet fmt clean redis
+.PHONY: all build demo test bench bench-enforcer bench-attack pgo vet fmt clean redis
 
 all: build
 
@@ -56,6 +56,12 @@ pgo:
 # The enforcer's figures in the README (about 3 minutes; needs redis-server, redis-cli, jq, curl; results in $(OUT)/bench/).
 bench-enforcer: redis
 	./scripts/bench-enforcer.sh $(OUT)/bench
+
+# One key over its limit (issue 11), rlctl-enforcer and envoyproxy/ratelimit side by side (about
+# 10 minutes; BENCH_ATTACK_RUNS=1 for a quick look; needs redis-server, redis-cli, jq, curl; installs
+# envoyproxy/ratelimit into $(OUT)/erl-gobin; results in $(OUT)/bench-attack/).
+bench-attack: redis
+	./scripts/bench-attack.sh $(OUT)/bench-attack
 
 fmt:
 	gofmt -l -w .
