@@ -35,6 +35,24 @@
 // see Decision for what a local hit reports. Sweep visits only the leases
 // that are due (a heap keyed by expiry), not every lease.
 //
+// A key the store denied, or whose grant left less than a batch, is dry: once
+// its balance is spent it is rejected locally until a batch can have refilled
+// (what its limit refills in 100 ms), then one store call at a time asks for
+// the next, and requests that find that call in flight are rejected locally.
+// So a key far over its limit costs the store about ten calls a second per
+// manager, whatever its traffic. A take the Store stopped waiting for (Late)
+// stays in flight until it lands; its reply then counts as a prefetch's. A
+// KeyCap bounds the leases managers hold; an eviction gives the lease's tokens
+// back first.
+//
+// # Failure modes
+//
+// RulePlan.Decide applies a rule's failure mode when the store is unavailable:
+// fail-closed denies; fail-open admits up to the rule's fallback bucket, else
+// FallbackFactor times the key's recently admitted rate (sampled at store
+// replies only, so an outage freezes it), else DefaultFallback, the rule's
+// limits divided by its gateways. Never without bound.
+//
 // # Driving the lease manager in virtual time
 //
 // A simulator gives each virtual gateway a LeaseManager whose Clock is the

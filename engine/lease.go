@@ -59,6 +59,9 @@ type LeaseConfig struct {
 	// StoreClock makes store calls use the store's clock (Redis TIME, Now 0)
 	// instead of Clock. Production sets it; simulations leave it off.
 	StoreClock bool
+	// Keys, when set, bounds the keys this manager and the others sharing it track
+	// (KeyCap); nil tracks every key until Sweep forgets it.
+	Keys *KeyCap
 	// SingleGoroutine is the caller's promise that nothing calls the
 	// manager (Take, TakeBytes, Sweep, Close, Stranded, Stats, and the
 	// functions it hands the Dispatcher) from two goroutines at once, as
@@ -155,8 +158,11 @@ type lease struct {
 	// the key is at its limit. While a store call for a dry key is in flight, requests
 	// that find the balance short are denied locally instead of making calls of their own.
 	dry     bool
-	pending int  // synchronous takes in flight
-	dead    bool // removed by Sweep or evicted; look the key up again
+	pending int // synchronous takes in flight
+	// returning counts returns of tokens the balance could not hold still on their way:
+	// a denial computed before one lands does not hold the key, whose tokens are back.
+	returning int
+	dead      bool // removed by Sweep or evicted; look the key up again
 
 	rate admitted // the key's admitted rate, for the fallback bound
 }
@@ -324,6 +330,7 @@ func (m *LeaseManager) lookup(key string, clone bool, limits []Limit) *lease {
 		return v.(*lease)
 	}
 	m.enlist(l)
+	m.tracking(l)
 	return l
 }
 
@@ -341,6 +348,7 @@ func (m *LeaseManager) relookup(l *lease, limits []Limit) *lease {
 	m.renew(l, l.key, limits)
 	m.local[l.key] = l
 	m.enlist(l)
+	m.tracking(l)
 	return l
 }
 
@@ -487,10 +495,14 @@ func (m *LeaseManager) giveBack(l *lease, n, takenAt int64) {
 	}
 	req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now()), hint: &l.hint}
 	m.returned.Add(n)
+	l.returning++
 	m.cfg.Dispatcher.Go(func(ctx context.Context) {
 		if err := m.cfg.Store.Return(ctx, req); err != nil {
 			m.storeErrors.Add(1) // the tokens come back when the bucket refills
 		}
+		m.lock(l)
+		l.returning--
+		m.unlock(l)
 	})
 }
 
@@ -534,30 +546,38 @@ func (m *LeaseManager) landed(l *lease, now int64, limits []Limit, res Result, c
 	switch {
 	case res.Granted == 0:
 		l.dry = true
-		if res.RetryAfter != Never { // a cost above capacity is rejected without I/O anyway
+		if res.RetryAfter != Never && l.returning == 0 { // a cost above capacity is rejected without I/O anyway
 			hold := res.RetryAfter // when cost tokens are back; a fixed window's are all back then
 			if lim.Algorithm != FixedWindow {
 				hold += batchWait(lim, batch-cost, res.ResetAfter)
 			}
 			l.block(now, hold, cost)
 		}
-	case res.Remaining < batch:
+	case res.Remaining < batch && (lim.Algorithm != FixedWindow || res.Remaining == 0):
+		// A fixed window's leftover is gone when the window ends: the next take collects
+		// it, and only an empty window is waited out.
 		l.dry = true
-		l.block(now, batchWait(lim, batch-res.Remaining, res.ResetAfter), 1)
+		if l.returning == 0 {
+			l.block(now, batchWait(lim, batch-res.Remaining, res.ResetAfter), 1)
+		}
 	default:
 		l.dry = false
 	}
 }
 
-// dryBatch is the batch a key at its limit waits for: the lease size B that the
-// limit's own sustained rate gives (clamp(MinLease, rate × Lookahead, MaxLease)),
-// since that is what such a key is admitted, and no more than B itself, nor than
-// half the limit's capacity, so that the bucket never fills up while a key is
-// held and no refill is lost. A key whose demand is far over its limit would
-// otherwise wait for batches sized by that demand, leaving up to MaxLease
-// tokens unclaimed in the store at any time.
+// dryLookahead is the most ms of its limit's refill a key at its limit waits for
+// before it asks the store again: about ten store calls a second for each
+// instance, whatever the rate of the attack on the key.
+const dryLookahead = 100
+
+// dryBatch is the batch a key at its limit waits for: what the limit's own
+// sustained rate refills in min(Lookahead, dryLookahead) ms, within MinLease and
+// MaxLease (such a key is admitted that rate, not its demand); and no more than
+// B itself, nor than half the limit's capacity, so that the bucket never fills
+// up while the key is held and no refill is lost. Less waiting would cost more
+// store calls; more would leave more tokens unclaimed in the store at any time.
 func (m *LeaseManager) dryBatch(l *lease, lim Limit) int64 {
-	la := min(m.cfg.Lookahead, lim.Window)
+	la := min(m.cfg.Lookahead, dryLookahead, lim.Window)
 	perLookahead := m.cfg.MaxLease
 	if lim.Requests <= MaxExact/la {
 		perLookahead = clamp(lim.Requests*la/lim.Window, m.cfg.MinLease, m.cfg.MaxLease)

@@ -108,6 +108,10 @@ func (m *LeaseManager) popDue(now int64) *lease {
 			return l
 		}
 	}
+	if cap(m.fresh) > shrinkAbove {
+		m.fresh = nil // emptied: let a flood's list go
+	}
+	m.due.shrink()
 	for len(m.due) > 0 && m.due[0].at <= now {
 		e := m.due.pop()
 		e.l.queued--
@@ -129,6 +133,18 @@ type dueEntry struct {
 // algorithm without the interface calls, and it compares times held in the
 // array, so sifting does not touch the leases.
 type dueHeap []dueEntry
+
+// shrinkAbove is the capacity above which the due heap and the fresh list give
+// memory back once they hold a quarter of it or less.
+const shrinkAbove = 4096
+
+// shrink reallocates h when it uses a quarter of its capacity or less: after a
+// flood of keys has been swept, the heap's array would otherwise keep its peak.
+func (h *dueHeap) shrink() {
+	if c := cap(*h); c > shrinkAbove && len(*h) <= c/4 {
+		*h = append(make(dueHeap, 0, 2*len(*h)), *h...)
+	}
+}
 
 func (h *dueHeap) push(e dueEntry) {
 	*h = append(*h, e)

@@ -100,7 +100,11 @@ func (m *LeaseManager) credit(l *lease, n, takenAt, now int64) {
 			if m.single {
 				m.held += add
 			}
-			m.giveBack(l, n-add, takenAt)
+			if n > add {
+				// The store holds tokens again: a key held as dry need not wait.
+				l.dry, l.blocked = false, 0
+				m.giveBack(l, n-add, takenAt)
+			}
 			return
 		}
 	}

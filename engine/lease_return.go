@@ -36,12 +36,7 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 			}
 			req = ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now), hint: &l.hint}
 		case now >= l.expires+m.cfg.TTL && now >= l.blocked && l.pending == 0 && !l.inflight.Load() && l.balance.Load() == 0:
-			l.dead = true
-			if m.single {
-				delete(m.local, l.key)
-			} else {
-				m.leases.Delete(l.key)
-			}
+			m.forget(l)
 		}
 		if !l.dead {
 			switch idle := max(l.expires+m.cfg.TTL, l.blocked); {

@@ -91,14 +91,14 @@ func TestLeaseSteps(t *testing.T) {
 		{t: 1000, cost: 2, ok: true, local: true, fetches: 1}, // balance 1
 		{t: 1001, cost: 1, ok: true, local: true, fetches: 2}, // balance 0 < low water: prefetch lands at 1003
 		// Short: a synchronous take of B = 6 empties the store. The key is dry: held until a
-		// batch of 5 (B, at most half the capacity) can have refilled, at 1502.
+		// batch of 4 (what 100 ms refill, 1 token, raised to MinLease) can have refilled.
 		{t: 1002, cost: 3, ok: true, fetches: 3},
 		// The prefetch landed at 1003 and was denied: a token is back at 1100 and a batch of
-		// 5 at 1500, until when the key is held.
+		// 4 at 1400, until when the key is held.
 		{t: 1004, cost: 11, local: true, retry: Never, fetches: 3}, // cost > capacity
-		{t: 1004, cost: 5, local: true, retry: 496, fetches: 3},    // short-circuit
+		{t: 1004, cost: 5, local: true, retry: 396, fetches: 3},    // short-circuit
 		{t: 1004, cost: 3, ok: true, local: true, fetches: 3},      // the lease is still spent; no prefetch while held
-		{t: 1100, cost: 1, local: true, retry: 400, fetches: 3},    // a token refilled, but not a batch
+		{t: 1100, cost: 1, local: true, retry: 300, fetches: 3},    // a token refilled, but not a batch
 		// One call for the next batch: B has decayed to 4 while the key was held, and the take
 		// leaves the store 1 token, less than a batch: held until 3 more refilled, at 1803.
 		{t: 1503, cost: 1, ok: true, fetches: 4},

@@ -19,6 +19,7 @@ import (
 type Memory struct {
 	clock  Clock
 	single bool // one goroutine only: one map, no locks
+	local  bool // NewLocalMemory: keys expire without MinTTL
 	seed   maphash.Seed
 	shards [memShards]memShard
 }
@@ -52,6 +53,30 @@ func NewMemory(clock Clock) *Memory {
 		m.shards[i].m = make(map[string]*memEntry)
 	}
 	return m
+}
+
+// NewLocalMemory returns a Memory, safe for concurrent use, whose keys expire
+// twice their limits' refill time after their last use, without MinTTL: once
+// that has passed, fresh state decides as the stored state would. MinTTL keeps
+// state that a simulated clock may still need; a Memory that only ever runs on
+// clock, such as the enforcer's local fallback buckets, frees a flood of keys
+// sooner without it. Its decisions are NewMemory's.
+func NewLocalMemory(clock Clock) *Memory {
+	m := NewMemory(clock)
+	m.local = true
+	return m
+}
+
+// ttlOf is how long m keeps the state of a key with limits after its last use.
+func (m *Memory) ttlOf(limits []exact) int64 {
+	if !m.local {
+		return ttl(limits)
+	}
+	var t int64 = 1
+	for i := range limits {
+		t = max(t, 2*limits[i].refillMs())
+	}
+	return t
 }
 
 // NewSingleGoroutineMemory returns an empty Memory store for a caller that
@@ -99,7 +124,7 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 		e = m.hinted(sh, key, r.hint, len(limits), now)
 	}
 	res := take(limits, e.slots, now, want, need)
-	e.touch(now, limits)
+	e.touch(now, m.ttlOf(limits))
 	return res, nil
 }
 
@@ -121,7 +146,7 @@ func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
 	}
 	e := m.hinted(sh, r.Key, r.hint, len(limits), now)
 	giveBack(limits, e.slots, now, n, r.TakenAt)
-	e.touch(now, limits)
+	e.touch(now, m.ttlOf(limits))
 	return nil
 }
 
@@ -136,16 +161,42 @@ func (m *Memory) Expire(now int64) int {
 			continue // a single-goroutine Memory uses the first shard only
 		}
 		m.lockShard(sh)
+		n := 0
 		for k, e := range sh.m {
 			if now >= e.expire {
 				e.dropped = true
 				delete(sh.m, k)
-				dropped++
+				n++
 			}
 		}
+		if n > 1024 && n > 2*len(sh.m) {
+			// A Go map keeps its size after deletes: after a flood of keys, copy the
+			// live ones into a map of their own size, so the memory comes back.
+			live := make(map[string]*memEntry, len(sh.m))
+			for k, e := range sh.m {
+				live[k] = e
+			}
+			sh.m = live
+		}
+		dropped += n
 		m.unlock(sh)
 	}
 	return dropped
+}
+
+// Len is the number of keys m holds state for, expired or not.
+func (m *Memory) Len() int {
+	n := 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		if sh.m == nil {
+			continue
+		}
+		m.lockShard(sh)
+		n += len(sh.m)
+		m.unlock(sh)
+	}
+	return n
 }
 
 // Fields returns the state of key as the fields of its Redis hash (for
@@ -284,7 +335,7 @@ func (e *memEntry) renew(n int, now int64) {
 // touch renews the TTL from the latest time the key has seen: a clock that
 // steps back must not shorten it, or the state could vanish while the
 // stored state would still decide differently from fresh state.
-func (e *memEntry) touch(now int64, limits []exact) {
+func (e *memEntry) touch(now, ttl int64) {
 	e.last = max(e.last, now)
-	e.expire = e.last + ttl(limits)
+	e.expire = e.last + ttl
 }

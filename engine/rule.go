@@ -116,7 +116,7 @@ func RuleLimits(r *policy.Rule) ([]Limit, error) {
 }
 
 // FallbackLimits returns the local token bucket that caps fail-open rule r while its store is
-// unavailable, or nil when r has none (it then admits everything). When the bucket is invalid it
+// unavailable, or nil when r has none (Decide then bounds it by default). When the bucket is invalid it
 // returns it with the error, as LimitOf does.
 func FallbackLimits(r *policy.Rule) ([]Limit, error) {
 	if r.Fallback == nil {

@@ -249,7 +249,7 @@ type Rule struct {
 	// FailureReason explains a fail-closed choice.
 	FailureReason string `json:"failure_reason,omitempty"`
 	// Fallback is the local bucket that caps a fail-open rule while the store is unavailable;
-	// nil admits everything.
+	// nil leaves the engine's default bound (engine.RulePlan.Decide).
 	Fallback       *Rate `json:"fallback,omitempty"`
 	StoreTimeoutMs int64 `json:"store_timeout_ms"`
 	Lease          Lease `json:"lease"`
