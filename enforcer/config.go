@@ -51,6 +51,10 @@ type Config struct {
 	// on its own round trip. Redis only.
 	RedisPipelines int
 
+	// MaxKeys bounds the keys this instance holds local lease state for (default 100,000);
+	// beyond it the lease idle longest is evicted, its unspent tokens given back (engine.KeyCap).
+	MaxKeys int
+
 	// InstanceID decides canary membership (default $POD_NAME, then the hostname).
 	InstanceID string
 	// JournalPath, when set, writes the decision journal there (see package journal).
@@ -78,6 +82,7 @@ const (
 	DefaultGRPCAddr        = "127.0.0.1:8081"
 	DefaultAdminAddr       = "127.0.0.1:6070"
 	DefaultStoreTimeout    = 5 * time.Millisecond
+	DefaultMaxKeys         = 100_000
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = time.Second
 	DefaultRedisPipelines  = 4
@@ -145,6 +150,9 @@ func (c Config) check() (Config, []*settingError) {
 	}
 	if c.RedisPipelines == 0 {
 		c.RedisPipelines = DefaultRedisPipelines
+	}
+	if c.MaxKeys == 0 {
+		c.MaxKeys = DefaultMaxKeys
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
@@ -238,6 +246,9 @@ func (c Config) check() (Config, []*settingError) {
 	}
 	if c.BreakerFailures < 0 {
 		errs = append(errs, settingf("breaker-failures", "%d: must be at least 1", c.BreakerFailures))
+	}
+	if c.MaxKeys < 0 {
+		errs = append(errs, settingf("max-keys", "%d: must be at least 1", c.MaxKeys))
 	}
 	return c, errs
 }

@@ -23,10 +23,16 @@
 // instance ID falls within the rule's percent and is soft elsewhere, enforce rejects.
 //
 // When the store is unavailable (a timeout, an error, or the open circuit breaker) and the
-// local leased tokens are spent, a fail-closed rule denies, and a fail-open rule admits up to
-// its local fallback bucket (everything when it has none), counting
+// local leased tokens are spent, a fail-closed rule denies, and a fail-open rule admits up to a
+// local bound, never without one (engine.RulePlan.Decide: the rule's fallback, else twice the
+// key's recently admitted rate, else the limit divided by the rule's gateways), counting
 // rate_limit_bypassed_total{reason="redis_circuit_open"} (or reason="store_error" for a failure
-// before the breaker opens).
+// before the breaker opens). The breaker counts calls that failed or had no reply by their own
+// deadline, not requests that stopped waiting (see guardedStore.detached).
+//
+// A key over its limit is held locally between batches (engine's dry keys), so an attack on
+// one key costs the store about ten calls a second per instance. Lease state is bounded by
+// Config.MaxKeys (engine.KeyCap).
 package enforcer
 
 import (
@@ -107,7 +113,7 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 		return nil, fmt.Errorf("enforcer: %w", err)
 	}
 	e = &Enforcer{conf: c, log: c.Logger, clock: wallClock, legacy: c.LegacyHeaders,
-		cooldownMs: c.BreakerCooldown.Milliseconds(), fallback: engine.NewMemory(wallClock)}
+		cooldownMs: c.BreakerCooldown.Milliseconds(), fallback: engine.NewLocalMemory(wallClock)}
 	e.unavailableRetryMs = max(e.cooldownMs, 1000)
 	e.order = newOrder(e.clock, c.JournalPath != "")
 	defer func() {
@@ -134,7 +140,9 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 		e.log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
 	})
 	e.store = newGuardedStore(inner, c.StoreTimeout, detach, e.breaker, e.clock, e.order, e.journal, e.mx)
-	e.leasing = newLeasing(e.store, e.order, e.journal, c.StoreTimeout, c.Store == "redis")
+	keys := engine.NewKeyCap(int64(c.MaxKeys))
+	e.mx.trackKeys(keys)
+	e.leasing = newLeasing(e.store, e.order, e.journal, c.StoreTimeout, c.Store == "redis", keys, e.fallback)
 	if err := e.reload(); err != nil {
 		return e, err
 	}

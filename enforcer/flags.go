@@ -34,6 +34,7 @@ func Flags(c *Config) *pflag.FlagSet {
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", DefaultBreakerFailures, "consecutive store failures that open the circuit breaker; at least 1")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", DefaultBreakerCooldown, "how long the open breaker waits before a probe; above 0")
 	fs.IntVar(&c.RedisPipelines, "redis-pipelines", DefaultRedisPipelines, "Redis pipelines in flight at once, shared by concurrent store calls; -1 sends each call on its own, 0 is rejected (--store redis)")
+	fs.IntVar(&c.MaxKeys, "max-keys", DefaultMaxKeys, "most keys this instance tracks lease state for; beyond it the lease idle longest is evicted and its tokens given back; at least 1")
 	fs.StringVar(&c.InstanceID, "instance-id", "", "instance identity for canary membership (default $POD_NAME, then hostname)")
 	fs.StringVar(&c.JournalPath, "journal", "", "write the decision journal to this file (off by default)")
 	fs.BoolVar(&c.JournalBlock, "journal-block", false, "block decisions instead of dropping journal records when the journal falls behind")
@@ -121,6 +122,7 @@ func ParseArgs(args []string, getenv func(string) string, out io.Writer) (Config
 		{"redis-pipelines", c.RedisPipelines == 0, "0: want -1 (each call on its own round trip) or at least 1"},
 		{"shutdown-timeout", c.ShutdownTimeout == 0, "0s: must be above 0 (leased tokens would not go back to the store)"},
 		{"gc-percent", c.GCPercent == 0, "0: want -1 (collector off) or above 0"},
+		{"max-keys", c.MaxKeys == 0, "0: must be at least 1"},
 	} {
 		if z.zero && fs.Changed(z.flag) {
 			errs = append(errs, &settingError{flag: z.flag, msg: z.msg})

@@ -100,12 +100,12 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 }
 
 // callTimeoutOf is the own deadline of a detached call under store timeout t: four store
-// timeouts, and at least 100 ms. On two busy cores the goroutine that reads a reply can wait
+// timeouts, and at least 50 ms. On two busy cores the goroutine that reads a reply can wait
 // tens of milliseconds to run, which says nothing about the store; a store that stopped
-// answering still opens the breaker about 100 ms after its first missed calls. The Redis
+// answering still opens the breaker about 50 ms after its first missed calls. The Redis
 // client's own read, write and pool timeouts are this deadline too (openStore): a socket
 // deadline of the store timeout would fail a read whose reply had arrived in time.
-func callTimeoutOf(t time.Duration) time.Duration { return max(4*t, 100*time.Millisecond) }
+func callTimeoutOf(t time.Duration) time.Duration { return max(4*t, 50*time.Millisecond) }
 
 // storeOK reports whether a store call's error says nothing against the store: none, or a
 // request the store rightly refused.

@@ -24,6 +24,8 @@ type leasing struct {
 	journal    *journal.Writer
 	timeout    time.Duration
 	storeClock bool
+	keys       *engine.KeyCap // shared by every manager
+	fallback   *engine.Memory // the fail-open bounds' buckets, expired at each sweep
 
 	mu     sync.Mutex
 	byRule map[policy.Lease][]*engine.LeaseManager
@@ -31,8 +33,8 @@ type leasing struct {
 	wg     sync.WaitGroup // dispatched store calls
 }
 
-func newLeasing(store engine.Store, o *order, j *journal.Writer, timeout time.Duration, storeClock bool) *leasing {
-	return &leasing{store: store, order: o, journal: j, timeout: timeout, storeClock: storeClock,
+func newLeasing(store engine.Store, o *order, j *journal.Writer, timeout time.Duration, storeClock bool, keys *engine.KeyCap, fallback *engine.Memory) *leasing {
+	return &leasing{store: store, order: o, journal: j, timeout: timeout, storeClock: storeClock, keys: keys, fallback: fallback,
 		byRule: map[policy.Lease][]*engine.LeaseManager{}}
 }
 
@@ -50,7 +52,7 @@ func (ls *leasing) managers(p policy.Lease, cfg engine.LeaseConfig) ([]*engine.L
 	ms := make([]*engine.LeaseManager, ls.order.count())
 	for i := range ms {
 		c := cfg
-		c.Store, c.Clock, c.Dispatcher, c.StoreClock = ls.store, ls.order.clock(i), engine.DispatchFunc(ls.dispatch), ls.storeClock
+		c.Store, c.Clock, c.Dispatcher, c.StoreClock, c.Keys = ls.store, ls.order.clock(i), engine.DispatchFunc(ls.dispatch), ls.storeClock, ls.keys
 		m, err := engine.NewLeaseManager(c)
 		if err != nil {
 			return nil, err
@@ -94,6 +96,9 @@ func (ls *leasing) sweep(ctx context.Context) {
 		case <-t.C:
 			for i, ms := range ls.byStripe() {
 				ls.sweepStripe(ctx, i, ms)
+			}
+			if ls.fallback != nil {
+				ls.fallback.Expire(wallClock.Now())
 			}
 		}
 	}

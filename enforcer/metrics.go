@@ -3,6 +3,8 @@ package enforcer
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/rlctl/rlctl/engine"
 )
 
 // Decision label values of rate_limit_requests_total.
@@ -118,4 +120,24 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 		m.breakerTrans.WithLabelValues(s.String())
 	}
 	return m
+}
+
+// trackKeys registers the key-cap gauges of c: the keys tracked now, the bound, and the
+// evictions so far (rate_limit_tracked_keys, rate_limit_tracked_keys_max,
+// rate_limit_key_evictions_total).
+func (m *metrics) trackKeys(c *engine.KeyCap) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rate_limit_tracked_keys",
+			Help: "Keys this instance holds local lease state for (at most --max-keys, briefly more while first takes are in flight).",
+		}, func() float64 { return float64(c.Tracked()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rate_limit_tracked_keys_max",
+			Help: "The bound on tracked keys (--max-keys).",
+		}, func() float64 { return float64(c.Max()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "rate_limit_key_evictions_total",
+			Help: "Leases evicted to stay within --max-keys; their unspent tokens went back to the store.",
+		}, func() float64 { return float64(c.Evicted()) }),
+	)
 }
