@@ -35,12 +35,25 @@ redis:
 
 # The contract tests print the figures the issues name (differential: ops=N mismatches=M,
 # journal: decisions=N mismatches=M); they run verbosely on their own so the lines show.
-CONTRACT_TESTS := ^(TestRedisMatchesModel|TestRedisClusterMatchesModel|TestJournalReplay)$$
+# TestAttack (an over-limit key on real Redis, a line per case: attack: algo=... admitted=N
+# ideal=M cmds_per_req=X breaker_opens=0) and TestFloodOfKeys (flood: keys=... peak_heap_mb=...)
+# print their figures the same way.
+CONTRACT_TESTS := ^(TestRedisMatchesModel|TestRedisClusterMatchesModel|TestJournalReplay|TestAttack|TestFloodOfKeys)$$
+
+# The race detector runs on the concurrent packages' concurrency tests: the lease manager, the
+# pipelined store, the guarded store and breaker, the enforcer under load and through outages,
+# and three attack cases (at 64 workers the race detector's slowdown overloads two cores, and
+# the breaker rightly opens). The whole of ./engine ./enforcer under -race takes over ten
+# minutes here.
+RACE_ENGINE   := TestLease|TestPipelined|TestKeyCap|TestFallback|TestMemory|TestDecide
+RACE_ENFORCER := TestGuarded|TestBreaker|TestStages|TestStatuses|TestReloadUnderLoad|TestRedisOutage|TestShutdownReturnsLeases|TestHitsAddend|TestAttack/.*/closed/c=4/instances=1$$
 
 test: redis
 	$(GO) vet ./...
 	$(GO) test -count=1 -skip '$(CONTRACT_TESTS)' ./...
 	$(GO) test -count=1 -v -run '$(CONTRACT_TESTS)' ./engine ./enforcer
+	$(GO) test -race -count=1 -run '$(RACE_ENGINE)' ./engine
+	$(GO) test -race -count=1 -run '$(RACE_ENFORCER)' ./enforcer
 
 bench: redis
 	$(GO) test -run '^$$' -bench . -benchmem ./...

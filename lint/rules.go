@@ -143,8 +143,8 @@ Example:
 	{finding.Rule{
 		ID: "RL008", Name: "fail-open-critical", Severity: finding.Error,
 		Summary: "A fail-open rule selects a path the domain marks critical.",
-		Help: `While the store is unavailable a fail-open rule admits everything (up to its local
-fallback). On a path listed in the domain's critical_paths, such as payments, that is what an
+		Help: `While the store is unavailable a fail-open rule admits what its local bound allows
+(its fallback, else twice each key's recent rate). On a path listed in the domain's critical_paths, such as payments, that is what an
 attacker waits for. The check looks at the rule's match entries on path_match sources and on a
 ":path" header; rules that select no path are not reported.
 
