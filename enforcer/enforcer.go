@@ -235,6 +235,9 @@ func (e *Enforcer) Close() error {
 		}
 		if e.leasing != nil {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			if e.store != nil {
+				e.store.waitCalls(ctx) // late replies' tokens join their leases first
+			}
 			if err := e.leasing.Close(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("returning leases: %w", err))
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,7 @@ type guardedStore struct {
 	// callTimeout is a detached call's own deadline, longer than the request's wait: see
 	// detached for what counts as a timeout.
 	callTimeout time.Duration
+	calls       sync.WaitGroup // detached calls still running
 	breaker     *breaker
 	clock       engine.Clock
 	order       *order
@@ -145,6 +147,7 @@ func (g *guardedStore) detached(ctx context.Context, r engine.TakeRequest) (engi
 	wait := time.NewTimer(g.timeout)
 	defer wait.Stop()
 	c := &detachedCall{reply: make(chan takeReply, 1)}
+	g.calls.Add(1)
 	go g.call(ctx, c, r)
 	select {
 	case rep := <-c.reply:
@@ -176,6 +179,7 @@ func (g *guardedStore) detached(ctx context.Context, r engine.TakeRequest) (engi
 // back what it granted. The request's cancellation does not cancel the call: a client that hung
 // up says nothing about the store.
 func (g *guardedStore) call(ctx context.Context, c *detachedCall, r engine.TakeRequest) {
+	defer g.calls.Done()
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.callTimeout)
 	defer cancel()
 	res, err := g.inner.Take(callCtx, r)
@@ -202,6 +206,17 @@ func (g *guardedStore) call(ctx context.Context, c *detachedCall, r engine.TakeR
 		} else {
 			g.returnFailed.Inc()
 		}
+	}
+}
+
+// waitCalls waits until every detached call has ended (each within its own deadline), so
+// that the tokens of late replies have reached their leases, or until ctx is done.
+func (g *guardedStore) waitCalls(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { g.calls.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 

@@ -168,7 +168,7 @@ func TestGuardedStoreLateRepliesKeepBreakerClosed(t *testing.T) {
 	clock := engine.ClockFunc(func() int64 { return time.Now().UnixMilli() })
 	br := newBreaker(3, 60_000, clock, func(from, to BreakerState) {})
 	mx := newMetrics(nil, nil)
-	g := newGuardedStore(stubStore{delay: 50 * time.Millisecond}, 5*time.Millisecond, true, br, clock, newOrder(clock, false), nil, mx)
+	g := newGuardedStore(stubStore{delay: 200 * time.Millisecond}, 5*time.Millisecond, true, br, clock, newOrder(clock, false), nil, mx)
 	g.callTimeout = time.Second
 	for i := range 10 {
 		if _, err := g.Take(context.Background(), engine.TakeRequest{Key: "k", Want: 1, Min: 1}); !errors.Is(err, ErrStoreTimeout) {

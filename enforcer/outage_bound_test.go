@@ -1,0 +1,92 @@
+package enforcer
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/policy"
+)
+
+// TestOutageBounds kills Redis under two fail-open keys, one of a rule with a fallback of 50
+// per second and one of a rule without one that was admitted about 200 per second before, and
+// floods both: neither is admitted without bound while the store is away. The first gets its
+// fallback (burst and refill), the second twice its recent rate; both their leased tokens
+// besides. All at the default 5 ms store timeout; the breaker must open.
+func TestOutageBounds(t *testing.T) {
+	const leaseMax = 20
+	rule := func(name string, fb *policy.Rate) *policy.Rule {
+		return &policy.Rule{
+			Name:   name,
+			Match:  []policy.Match{{Key: "rule", Value: name, Kind: policy.MatchExact}, {Key: "user", Kind: policy.MatchAny}},
+			Limits: []policy.Limit{{Requests: 1000, WindowMs: 1000, Burst: 1000, Algorithm: policy.TokenBucket, Cost: 1}},
+			Stage:  policy.Stage{Name: policy.StageEnforce}, FailureMode: policy.FailOpen, Fallback: fb,
+			Lease: policy.Lease{Min: 5, Max: leaseMax, LookaheadMs: 250, TTLMs: 10_000},
+		}
+	}
+	m := &policy.Model{Domains: []*policy.Domain{{Name: "edge", Rules: []*policy.Rule{
+		rule("withfb", &policy.Rate{Requests: 50, WindowMs: 1000}), rule("nofb", nil),
+	}}}}
+	srv := redistest.Start(t)
+	in := spawn(t, m, func(c *Config) { c.Store, c.RedisURL = "redis", "redis://"+srv.Addr() })
+	ask := func(name string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := in.client.ShouldRateLimit(ctx, request("edge", []string{"rule=" + name, "user=hot"}))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			return false
+		}
+		return resp.OverallCode == rlsv3.RateLimitResponse_OK
+	}
+	// Before: 200 a second for 1.5 s, well within the limit, so that the key has a rate.
+	const rate = 200
+	start := time.Now()
+	sent := 0
+	for time.Since(start) < 1500*time.Millisecond {
+		if !ask("nofb") || !ask("withfb") {
+			t.Fatalf("request %d before the outage: denied, want admitted (within the limit)", sent)
+		}
+		sent++
+		time.Sleep(time.Until(start.Add(time.Duration(sent) * time.Second / rate)))
+	}
+
+	srv.Kill()
+	var admitted [2]atomic.Int64 // withfb, nofb
+	var wg sync.WaitGroup
+	outage := time.Now()
+	const flood = time.Second
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Since(outage) < flood; i++ {
+				k := (w + i) % 2
+				if ask([]string{"withfb", "nofb"}[k]) {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(outage).Seconds()
+	if got := in.metric(t, `rate_limit_breaker_transitions_total{to="open"}`); got < 1 {
+		t.Errorf("breaker opens: got %v, want at least 1 with Redis killed", got)
+	}
+	// withfb: its fallback's burst of 50 and 50 a second, and its lease.
+	if got, limit := admitted[0].Load(), int64(leaseMax+50+50*secs); got > limit || got == 0 {
+		t.Errorf("withfb during the outage: admitted %d in %.2fs, want 1 to %d (fallback 50/s, burst 50, and a lease of %d)", got, secs, limit, leaseMax)
+	}
+	// nofb: twice its rate of about 200/s, as a bucket of that per second with a second's burst.
+	// 10% over the rate allows for the pacing of the warm-up.
+	bound := 2 * rate * 1.1
+	if got, limit := admitted[1].Load(), int64(leaseMax+bound+bound*secs); got > limit || got == 0 {
+		t.Errorf("nofb during the outage: admitted %d in %.2fs, want 1 to %d (twice its recent %d/s, and a lease of %d)", got, secs, limit, rate, leaseMax)
+	}
+	t.Logf("outage of %.2fs: withfb admitted %d, nofb %d", secs, admitted[0].Load(), admitted[1].Load())
+}
