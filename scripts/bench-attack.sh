@@ -5,7 +5,10 @@
 #                                of a one-rule policy: token_bucket, sliding_window, fixed_window
 #                                × failure mode open (no fallback) and closed;
 #   target=envoyproxy-ratelimit  envoyproxy/ratelimit (its service_cmd, a fixed window), one
-#                                process per run, on a config of the same rule.
+#                                process per run, on a config of the same rule, with its defaults
+#                                (no local cache: every request is INCRBY+EXPIRE) and its stats
+#                                off (DISABLE_STATS; with USE_STATSD=false alone it logs a line
+#                                per request to stdout).
 # Both on one private redis-server on a free loopback port. The targets alternate (an rlctl case,
 # then envoyproxy/ratelimit at the same concurrency, ...) so that drift of the machine hits both;
 # every case runs RUNS times and the medians are printed at the end (and written to
@@ -26,8 +29,8 @@
 #   ENFORCER_FLAGS=                     more rlctl-enforcer flags
 # Needs redis-server, redis-cli, jq, curl and go. All traffic is on 127.0.0.1.
 #
-# Per run it writes OUT_DIR/rlctl-<algo>-<mode>-c<C>-<n>.json or envoyproxy-ratelimit-c<C>-<n>.json
-# (rlctl bench -o json), the target's .log and, for rlctl, .metrics (the enforcer's /metrics after the run), and prints one line:
+# Per run it writes OUT_DIR/rlctl-<algo>-<mode>-c<C>-<n>.json or envoyproxy-ratelimit-c<C>-<n>.<i>.json
+# (rlctl bench -o json; <i>: which rlctl case that run followed), the target's .log and, for rlctl, .metrics (the enforcer's /metrics after the run), and prints one line:
 #   bench-attack: target=rlctl algo=fixed_window mode=open c=64 run=1 requests=N admitted=M
 #     ideal=I admitted_per_ideal=X cmds_per_req=Y breaker_opens=Z errors=E store_takes=...
 # admitted is OK answers. cmds_per_req is every Redis command of the run (INFO commandstats,
@@ -35,16 +38,21 @@
 # rate_limit_breaker_transitions_total{to="open"}; store_takes is rate_limit_store_calls_total
 # {op="take"} by result.
 #
-# ideal is what an ideal single bucket of the same limit (L = 1000 per 1 s, burst 1000) admits
-# under saturating load over the run, which lasts d = duration_s (rlctl bench's own measure) and is
-# taken to end when rlctl bench exits (t_end) and to start at t_start = t_end - d:
-#   token_bucket    L + L·d                              (a full bucket, then the refill)
-#   fixed_window    L · (floor(t_end) - floor(t_start) + 1)   (the epoch-aligned 1-s windows the
-#                                                         run touched, a full L in each)
-#   sliding_window  L · (d + frac(t_start))              (the sliding window counter: a full L in
-#                                                         the first, partial window, then L per
-#                                                         second; between L·d and L·(d+1))
-# The probe call rlctl bench makes before the run spends one token and is not counted.
+# ideal is what an ideal single bucket of the same limit (L = 1000 per 1 s, burst 1000) admits of
+# the run's requests. The run lasts d = duration_s (rlctl bench's own measure), is taken to end
+# when rlctl bench exits (t_end, in epoch seconds) and to start at t_start = t_end - d, and its
+# N requests (those the target answered) to arrive evenly, at R = N/d. Each run starts about
+# half-way through a second, so that the partial first and last windows get ~0.5 s of load:
+#   token_bucket    L + L·d                       a full bucket, then the refill
+#   fixed_window    the sum, over the epoch-aligned 1-s windows the run touched, of
+#                   min(L, R · the seconds of the run inside the window): L in every whole window,
+#                   and in the first and last, partial ones L or what arrived there
+#   sliding_window  L · (d + frac(t_start))       the sliding window counter: L in the first,
+#                                                 partial window, then L per second; between
+#                                                 L·d and L·(d+1) (it assumes R well above L)
+# and never more than N. The probe call rlctl bench makes before the run spends one token and is
+# not counted. envoyproxy/ratelimit, which is exact, is the check of these formulas: it admits
+# ideal - 1 (the probe), or ideal when the probe fell in a window the run left early.
 set -euo pipefail
 out=${1:-out/bench-attack}
 runs=${BENCH_ATTACK_RUNS:-3} duration=${BENCH_ATTACK_DURATION:-5s}
@@ -70,8 +78,11 @@ stop() {
   local p=$1
   [ -n "${live[$p]:-}" ] || return 0
   unset "live[$p]"
-  kill -TERM "$p" 2>/dev/null || { wait "$p" 2>/dev/null || true; return 0; }
-  for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  kill -TERM "$p" 2>/dev/null || true
+  for _ in $(seq 50); do
+    kill -0 "$p" 2>/dev/null || { wait "$p" 2>/dev/null || true; return 0; }
+    sleep 0.1
+  done
   kill -KILL "$p" 2>/dev/null || true
   wait "$p" 2>/dev/null || true
 }
@@ -178,7 +189,11 @@ breaker_opens() {
 # bench runs the client against grpc address $1 for the target process $2, on descriptor value
 # $3, writing $4.json; it prints "t_end_ms" (when rlctl bench exited) or fails.
 bench() {
-  local c=$5
+  local c=$5 now
+  # Start the run about half-way through a second (rlctl bench takes some 30 ms to start), so
+  # that the first and last fixed windows it touches get half a second of load each.
+  now=$(date +%s%3N)
+  sleep "$(awk -v ms=$(((1470 - now % 1000) % 1000)) 'BEGIN { printf "%.3f", ms / 1000 }')"
   "$bin/rlctl" bench --target "$1" --pid "$2" --concurrency "$c" --duration "$duration" \
     --domain attack --descriptor "key=$3" --redis-url "redis://127.0.0.1:$rport/0" -o json >"$4.json" 2>"$4.err" || {
     echo "bench-attack: rlctl bench failed: $(cat "$4.err")" >&2
@@ -187,20 +202,23 @@ bench() {
   date +%s%3N
 }
 
-# report prints the run's line and appends it to runs.txt: target algo mode c n file t_end_ms
-# breaker_opens store_takes.
+# report prints the line of a run (target algo mode c n file t_end_ms breaker_opens store_takes)
+# and appends it, with t_end_ms, to runs.txt.
 failed=0
 report() {
   local target=$1 algo=$2 mode=$3 c=$4 n=$5 f=$6 tend=$7 opens=$8 takes=$9 line
   line=$(jq -r --arg algo "$algo" --argjson tend "$tend" --argjson L "$limit" '
     (.duration_s) as $d | ($tend / 1000) as $e | ($e - $d) as $s |
+    .requests as $n | ($n / $d) as $r | ($s | floor) as $fs | ($e | floor) as $fe |
     (if $algo == "token_bucket" then $L + $L * $d
-     elif $algo == "fixed_window" then $L * (($e | floor) - ($s | floor) + 1)
-     else $L * ($d + $s - ($s | floor)) end | floor) as $ideal |
+     elif $algo == "fixed_window" then
+       (if $fs == $fe then [$L, $r * $d] | min
+        else ([$L, $r * ($fs + 1 - $s)] | min) + $L * ($fe - $fs - 1) + ([$L, $r * ($e - $fe)] | min) end)
+     else $L * ($d + $s - $fs) end | [., $n] | min | floor) as $ideal |
     "requests=\(.requests) admitted=\(.ok) ideal=\($ideal) admitted_per_ideal=\(.ok / $ideal * 1000 | round / 1000) cmds_per_req=\(.redis_commands_per_request * 10000 | round / 10000) errors=\(.errors)"' "$f.json")
   line="target=$target algo=$algo mode=$mode c=$c run=$n $line breaker_opens=$opens store_takes=$takes"
   echo "bench-attack: $line"
-  echo "$line" >>"$out/runs.txt"
+  echo "$line t_end_ms=$tend t_start_ms=$(jq -r --argjson tend "$tend" '$tend - .duration_s * 1000 | floor' "$f.json")" >>"$out/runs.txt"
 }
 
 run_rlctl() {
@@ -227,22 +245,22 @@ run_rlctl() {
 }
 
 run_erl() {
-  local c=$1 n=$2 f gp hp dp epid tend
-  f=$out/envoyproxy-ratelimit-c$c-$n
+  local c=$1 n=$2 i=$3 f gp hp dp epid tend
+  f=$out/envoyproxy-ratelimit-c$c-$n.$i
   gp=$(free_port) hp=$(free_port) dp=$(free_port)
   env RUNTIME_ROOT="$tmp/erl" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_APPDIRECTORY=config \
     RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true \
-    REDIS_SOCKET_TYPE=tcp REDIS_TYPE=SINGLE REDIS_URL="127.0.0.1:$rport" USE_STATSD=false \
+    REDIS_SOCKET_TYPE=tcp REDIS_TYPE=SINGLE REDIS_URL="127.0.0.1:$rport" USE_STATSD=false DISABLE_STATS=true \
     HOST=127.0.0.1 PORT="$hp" GRPC_HOST=127.0.0.1 GRPC_PORT="$gp" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$dp" \
     LOG_LEVEL=warn "$erl" >"$f.log" 2>&1 &
   epid=$!
   live[$epid]=1
   for _ in $(seq 200); do curl -fs "http://127.0.0.1:$hp/healthcheck" >/dev/null 2>&1 && break; sleep 0.1; done
   if ! curl -fs "http://127.0.0.1:$hp/healthcheck" >/dev/null 2>&1; then
-    echo "bench-attack: envoyproxy/ratelimit is not healthy; see $f.log" >&2
+    echo "bench-attack: envoyproxy/ratelimit is not healthy on 127.0.0.1:$hp ($(curl -s "http://127.0.0.1:$hp/healthcheck" 2>&1 | head -c 200)); see $f.log" >&2
     stop "$epid"; failed=$((failed + 1)); return 0
   fi
-  if tend=$(bench "127.0.0.1:$gp" "$epid" "erl-c$c-$n" "$f" "$c"); then
+  if tend=$(bench "127.0.0.1:$gp" "$epid" "erl-c$c-$n.$i" "$f" "$c"); then
     report envoyproxy-ratelimit fixed_window - "$c" "$n" "$f" "$tend" - -
   else
     failed=$((failed + 1))
@@ -252,10 +270,12 @@ run_erl() {
 
 for n in $(seq "$runs"); do
   for c in "${concs[@]}"; do
+    i=0
     for algo in "${algos[@]}"; do
       for mode in "${modes[@]}"; do
+        i=$((i + 1))
         run_rlctl "$algo" "$mode" "$c" "$n"
-        run_erl "$c" "$n"
+        run_erl "$c" "$n" "$i"
       done
     done
   done
