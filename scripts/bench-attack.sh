@@ -94,12 +94,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# free_port prints a loopback TCP port nothing listens on (nor one this script already chose).
+# free_port prints a loopback TCP port nothing listens on (nor one this script already chose),
+# below the kernel's ephemeral range, where the local ends of outgoing connections would make a
+# port that looks free now fail to bind a moment later.
 taken=" "
+read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph_lo=32768
+port_lo=10000 port_n=$((eph_lo - 10000))
+[ "$port_n" -ge 1000 ] || port_lo=$((eph_lo + 1000)) port_n=$((60000 - eph_lo - 1000))
 free_port() {
   local p
   for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((port_lo + (RANDOM * 32768 + RANDOM) % port_n))
     [[ $taken == *" $p "* ]] && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then taken+="$p "; echo "$p"; return 0; fi
   done
@@ -221,21 +226,28 @@ report() {
   echo "$line t_end_ms=$tend t_start_ms=$(jq -r --argjson tend "$tend" '$tend - .duration_s * 1000 | floor' "$f.json")" >>"$out/runs.txt"
 }
 
+# A target that does not come up (a port taken meanwhile, say) is tried once more on new ports.
 run_rlctl() {
-  local algo=$1 mode=$2 c=$3 n=$4 f g a epid tend
+  local algo=$1 mode=$2 c=$3 n=$4 f g a epid tend ready= try
   f=$out/rlctl-$algo-$mode-c$c-$n
-  g=127.0.0.1:$(free_port) a=127.0.0.1:$(free_port)
-  # shellcheck disable=SC2086 # ENFORCER_FLAGS is meant to split
-  "$bin/rlctl-enforcer" --config "$tmp/snap-$algo-$mode.json" --store redis \
-    --redis-url "redis://127.0.0.1:$rport/0" --grpc-addr "$g" --admin-addr "$a" \
-    --instance-id bench-attack ${ENFORCER_FLAGS:-} 2>"$f.log" &
-  epid=$!
-  live[$epid]=1
-  for _ in $(seq 100); do curl -fs "http://$a/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
-  if ! curl -fs "http://$a/readyz" >/dev/null 2>&1; then
-    echo "bench-attack: rlctl-enforcer is not ready; see $f.log" >&2
-    stop "$epid"; failed=$((failed + 1)); return 0
-  fi
+  for try in 1 2; do
+    g=127.0.0.1:$(free_port) a=127.0.0.1:$(free_port)
+    # shellcheck disable=SC2086 # ENFORCER_FLAGS is meant to split
+    "$bin/rlctl-enforcer" --config "$tmp/snap-$algo-$mode.json" --store redis \
+      --redis-url "redis://127.0.0.1:$rport/0" --grpc-addr "$g" --admin-addr "$a" \
+      --instance-id bench-attack ${ENFORCER_FLAGS:-} 2>"$f.log" &
+    epid=$!
+    live[$epid]=1
+    for _ in $(seq 100); do
+      curl -fs "http://$a/readyz" >/dev/null 2>&1 && { ready=1; break; }
+      kill -0 "$epid" 2>/dev/null || break
+      sleep 0.1
+    done
+    [ -n "$ready" ] && break
+    echo "bench-attack: rlctl-enforcer is not ready (try $try): $(tail -n 1 "$f.log")" >&2
+    stop "$epid"
+  done
+  [ -n "$ready" ] || { failed=$((failed + 1)); return 0; }
   if tend=$(bench "$g" "$epid" "rlctl-$algo-$mode-c$c-$n" "$f" "$c") && curl -fs "http://$a/metrics" >"$f.metrics"; then
     report rlctl "$algo" "$mode" "$c" "$n" "$f" "$tend" "$(breaker_opens "$f.metrics")" "$(take_counts "$f.metrics")"
   else
@@ -245,21 +257,27 @@ run_rlctl() {
 }
 
 run_erl() {
-  local c=$1 n=$2 i=$3 f gp hp dp epid tend
+  local c=$1 n=$2 i=$3 f gp hp dp epid tend ready= try
   f=$out/envoyproxy-ratelimit-c$c-$n.$i
-  gp=$(free_port) hp=$(free_port) dp=$(free_port)
-  env RUNTIME_ROOT="$tmp/erl" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_APPDIRECTORY=config \
-    RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true \
-    REDIS_SOCKET_TYPE=tcp REDIS_TYPE=SINGLE REDIS_URL="127.0.0.1:$rport" USE_STATSD=false DISABLE_STATS=true \
-    HOST=127.0.0.1 PORT="$hp" GRPC_HOST=127.0.0.1 GRPC_PORT="$gp" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$dp" \
-    LOG_LEVEL=warn "$erl" >"$f.log" 2>&1 &
-  epid=$!
-  live[$epid]=1
-  for _ in $(seq 200); do curl -fs "http://127.0.0.1:$hp/healthcheck" >/dev/null 2>&1 && break; sleep 0.1; done
-  if ! curl -fs "http://127.0.0.1:$hp/healthcheck" >/dev/null 2>&1; then
-    echo "bench-attack: envoyproxy/ratelimit is not healthy on 127.0.0.1:$hp ($(curl -s "http://127.0.0.1:$hp/healthcheck" 2>&1 | head -c 200)); see $f.log" >&2
-    stop "$epid"; failed=$((failed + 1)); return 0
-  fi
+  for try in 1 2; do
+    gp=$(free_port) hp=$(free_port) dp=$(free_port)
+    env RUNTIME_ROOT="$tmp/erl" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_APPDIRECTORY=config \
+      RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true \
+      REDIS_SOCKET_TYPE=tcp REDIS_TYPE=SINGLE REDIS_URL="127.0.0.1:$rport" USE_STATSD=false DISABLE_STATS=true \
+      HOST=127.0.0.1 PORT="$hp" GRPC_HOST=127.0.0.1 GRPC_PORT="$gp" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$dp" \
+      LOG_LEVEL=warn "$erl" >"$f.log" 2>&1 &
+    epid=$!
+    live[$epid]=1
+    for _ in $(seq 200); do
+      curl -fs "http://127.0.0.1:$hp/healthcheck" >/dev/null 2>&1 && { ready=1; break; }
+      kill -0 "$epid" 2>/dev/null || break
+      sleep 0.1
+    done
+    [ -n "$ready" ] && break
+    echo "bench-attack: envoyproxy/ratelimit is not healthy (try $try): $(tail -n 1 "$f.log")" >&2
+    stop "$epid"
+  done
+  [ -n "$ready" ] || { failed=$((failed + 1)); return 0; }
   if tend=$(bench "127.0.0.1:$gp" "$epid" "erl-c$c-$n.$i" "$f" "$c"); then
     report envoyproxy-ratelimit fixed_window - "$c" "$n" "$f" "$tend" - -
   else
