@@ -159,10 +159,12 @@ type lease struct {
 	// that find the balance short are denied locally instead of making calls of their own.
 	dry     bool
 	pending int // synchronous takes in flight
-	// returning counts returns of tokens the balance could not hold still on their way:
-	// a denial computed before one lands does not hold the key, whose tokens are back.
-	returning int
-	dead      bool // removed by Sweep or evicted; look the key up again
+	// returnedAt is the local ms of the latest return of tokens the balance could not
+	// hold (credit), 0 for none. For returnGrace ms after it a reply that says the store
+	// is empty does not hold the key: it may have been computed before the return landed.
+	// (A time, not a count of returns in flight, so that a journal replays it exactly.)
+	returnedAt int64
+	dead       bool // removed by Sweep or evicted; look the key up again
 
 	rate admitted // the key's admitted rate, for the fallback bound
 }
@@ -495,14 +497,10 @@ func (m *LeaseManager) giveBack(l *lease, n, takenAt int64) {
 	}
 	req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now()), hint: &l.hint}
 	m.returned.Add(n)
-	l.returning++
 	m.cfg.Dispatcher.Go(func(ctx context.Context) {
 		if err := m.cfg.Store.Return(ctx, req); err != nil {
 			m.storeErrors.Add(1) // the tokens come back when the bucket refills
 		}
-		m.lock(l)
-		l.returning--
-		m.unlock(l)
 	})
 }
 
@@ -546,7 +544,7 @@ func (m *LeaseManager) landed(l *lease, now int64, limits []Limit, res Result, c
 	switch {
 	case res.Granted == 0:
 		l.dry = true
-		if res.RetryAfter != Never && l.returning == 0 { // a cost above capacity is rejected without I/O anyway
+		if res.RetryAfter != Never && !l.returnedRecently(now) { // a cost above capacity is rejected without I/O anyway
 			hold := res.RetryAfter // when cost tokens are back; a fixed window's are all back then
 			if lim.Algorithm != FixedWindow {
 				hold += batchWait(lim, batch-cost, res.ResetAfter)
@@ -557,12 +555,22 @@ func (m *LeaseManager) landed(l *lease, now int64, limits []Limit, res Result, c
 		// A fixed window's leftover is gone when the window ends: the next take collects
 		// it, and only an empty window is waited out.
 		l.dry = true
-		if l.returning == 0 {
+		if !l.returnedRecently(now) {
 			l.block(now, batchWait(lim, batch-res.Remaining, res.ResetAfter), 1)
 		}
 	default:
 		l.dry = false
 	}
+}
+
+// returnGrace is how long after a return of tokens the balance could not hold a
+// reply that says the store is empty is not trusted to hold the key: about the
+// longest a return takes to land.
+const returnGrace = 100
+
+// returnedRecently reports whether l gave tokens back within returnGrace ms of now.
+func (l *lease) returnedRecently(now int64) bool {
+	return l.returnedAt > 0 && now-l.returnedAt < returnGrace
 }
 
 // dryLookahead is the most ms of its limit's refill a key at its limit waits for

@@ -102,7 +102,7 @@ func (m *LeaseManager) credit(l *lease, n, takenAt, now int64) {
 			}
 			if n > add {
 				// The store holds tokens again: a key held as dry need not wait.
-				l.dry, l.blocked = false, 0
+				l.dry, l.blocked, l.returnedAt = false, 0, max(now, 1)
 				m.giveBack(l, n-add, takenAt)
 			}
 			return
