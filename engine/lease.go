@@ -160,8 +160,9 @@ type lease struct {
 	dry     bool
 	pending int // synchronous takes in flight
 	// returnedAt is the local ms of the latest return of tokens the balance could not
-	// hold (credit), 0 for none. For returnGrace ms after it a reply that says the store
-	// is empty does not hold the key: it may have been computed before the return landed.
+	// hold (credit), 0 for none. Until returnGrace ms after it a reply that says the
+	// store is empty holds the key only until then (graceHold): it may have been
+	// computed before the return landed.
 	// (A time, not a count of returns in flight, so that a journal replays it exactly.)
 	returnedAt int64
 	dead       bool // removed by Sweep or evicted; look the key up again
@@ -544,20 +545,18 @@ func (m *LeaseManager) landed(l *lease, now int64, limits []Limit, res Result, c
 	switch {
 	case res.Granted == 0:
 		l.dry = true
-		if res.RetryAfter != Never && !l.returnedRecently(now) { // a cost above capacity is rejected without I/O anyway
+		if res.RetryAfter != Never { // a cost above capacity is rejected without I/O anyway
 			hold := res.RetryAfter // when cost tokens are back; a fixed window's are all back then
 			if lim.Algorithm != FixedWindow {
 				hold += batchWait(lim, batch-cost, res.ResetAfter)
 			}
-			l.block(now, hold, cost)
+			l.block(now, l.graceHold(now, hold), cost)
 		}
 	case res.Remaining < batch && (lim.Algorithm != FixedWindow || res.Remaining == 0):
 		// A fixed window's leftover is gone when the window ends: the next take collects
 		// it, and only an empty window is waited out.
 		l.dry = true
-		if !l.returnedRecently(now) {
-			l.block(now, batchWait(lim, batch-res.Remaining, res.ResetAfter), 1)
-		}
+		l.block(now, l.graceHold(now, batchWait(lim, batch-res.Remaining, res.ResetAfter)), 1)
 	default:
 		l.dry = false
 	}
@@ -568,9 +567,14 @@ func (m *LeaseManager) landed(l *lease, now int64, limits []Limit, res Result, c
 // longest a return takes to land.
 const returnGrace = 100
 
-// returnedRecently reports whether l gave tokens back within returnGrace ms of now.
-func (l *lease) returnedRecently(now int64) bool {
-	return l.returnedAt > 0 && now-l.returnedAt < returnGrace
+// graceHold is the hold of a key the store says is empty, hold ms, unless l gave
+// tokens back within returnGrace ms: the reply may predate the return's landing,
+// so the key is held only until the grace ends and then asks once more.
+func (l *lease) graceHold(now, hold int64) int64 {
+	if l.returnedAt > 0 && now-l.returnedAt < returnGrace {
+		return min(hold, l.returnedAt+returnGrace-now)
+	}
+	return hold
 }
 
 // dryLookahead is the most ms of its limit's refill a key at its limit waits for
