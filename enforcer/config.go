@@ -89,7 +89,7 @@ const (
 	DefaultShutdownTimeout = 5 * time.Second
 	// DefaultGCPercent trades heap headroom for CPU: the enforcer's live heap is a few MB of
 	// leases and config, so letting it grow 4x between collections costs little memory and
-	// saves 10-20 % of CPU per request (README, Performance).
+	// saves 10-20 % of CPU per request (docs/performance.md).
 	DefaultGCPercent = 400
 )
 
