@@ -227,6 +227,17 @@ report() {
 }
 
 # A target that does not come up (a port taken meanwhile, say) is tried once more on new ports.
+# wait_ready URL PID TRIES: polls URL every 0.1 s until it answers (0), PID exits or TRIES pass (1).
+wait_ready() {
+  local _
+  for _ in $(seq "$3"); do
+    curl -fs "$1" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
 run_rlctl() {
   local algo=$1 mode=$2 c=$3 n=$4 f g a epid tend ready= try
   f=$out/rlctl-$algo-$mode-c$c-$n
@@ -238,12 +249,7 @@ run_rlctl() {
       --instance-id bench-attack ${ENFORCER_FLAGS:-} 2>"$f.log" &
     epid=$!
     live[$epid]=1
-    for _ in $(seq 100); do
-      curl -fs "http://$a/readyz" >/dev/null 2>&1 && { ready=1; break; }
-      kill -0 "$epid" 2>/dev/null || break
-      sleep 0.1
-    done
-    [ -n "$ready" ] && break
+    wait_ready "http://$a/readyz" "$epid" 100 && { ready=1; break; }
     echo "bench-attack: rlctl-enforcer is not ready (try $try): $(tail -n 1 "$f.log")" >&2
     stop "$epid"
   done
@@ -268,12 +274,7 @@ run_erl() {
       LOG_LEVEL=warn "$erl" >"$f.log" 2>&1 &
     epid=$!
     live[$epid]=1
-    for _ in $(seq 200); do
-      curl -fs "http://127.0.0.1:$hp/healthcheck" >/dev/null 2>&1 && { ready=1; break; }
-      kill -0 "$epid" 2>/dev/null || break
-      sleep 0.1
-    done
-    [ -n "$ready" ] && break
+    wait_ready "http://127.0.0.1:$hp/healthcheck" "$epid" 200 && { ready=1; break; }
     echo "bench-attack: envoyproxy/ratelimit is not healthy (try $try): $(tail -n 1 "$f.log")" >&2
     stop "$epid"
   done
