@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/rlctl/rlctl/internal/atomicfile"
 	"github.com/rlctl/rlctl/lint"
-	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/render"
 	"github.com/rlctl/rlctl/schema"
 )
 
@@ -19,46 +20,53 @@ const renderLong = `Render a policy repository as configuration for a consumer.
 
 PATH is a directory of .cue policy files (not its subdirectories; files starting
 with '_' or '.' are skipped) or a .cue file, default "."; several paths make one
-policy. The output goes to stdout, or atomically to FILE with --out.
+policy.
 
-Targets and their output formats (-o):
-  snapshot   json (the default and only format): the compiled model as a versioned
-             snapshot, which the enforcer loads:
-             {"schema_version": 1, "content_hash": "sha256:<hex>", "model": {...}}
+Targets (--target) and their output formats (-o, the default first):
+%s
+A target that writes one file prints it to stdout, or writes it atomically to
+FILE with --out FILE. A target that writes several files (one per domain) takes
+--out DIR and writes each file into DIR; without --out it prints them to stdout as
+one multi-document YAML stream, each document headed by "---" and a
+"# file: NAME" comment. The same policy always gives byte-identical output.
+
+What a target cannot express exactly (envoyproxy/ratelimit has no token bucket,
+say) is rendered as the nearest equivalent and reported on stderr as an
+"approximation", with the rule's file:line:col; what it assumes of the deployment
+is reported as an "assumption". With -o json, stderr carries these findings as
+one JSON array instead. --strict makes every approximation an error (exit 1,
+nothing written).
 
 Policy problems are printed to stderr, one per problem, as the message followed by
 its positions (file:line:col) on indented lines, and rlctl exits 1. They include
 what the enforcer would refuse to load: limits outside the engine's exact integer
-range (lint's RL004). A missing path,
-a directory without .cue files, an unknown target or format, or an unwritable
---out is a usage or tool error (exit 3). Exit 0 means the output was written.`
-
-// renderFormats are the output formats of each target, the default first.
-var renderFormats = map[string][]string{"snapshot": {"json"}}
-
-// renderTargets are the values --target accepts.
-var renderTargets = []string{"snapshot"}
+range (lint's RL004). A missing path, a directory without .cue files, an unknown
+target or format, or an unwritable --out is a usage or tool error (exit 3).
+Exit 0 means the output was written.`
 
 func newRenderCmd() *cobra.Command {
-	var target, output, out string
+	var target, out string
+	var opts render.Options
 	cmd := &cobra.Command{
-		Use:   "render --target TARGET [-o FORMAT] [PATH...]",
-		Short: "Render policies as configuration (snapshot)",
-		Long:  renderLong,
+		Use:   "render --target TARGET [-o FORMAT] [PATH...] [--out FILE|DIR]",
+		Short: "Render policies as configuration (" + strings.Join(render.Names(), ", ") + ")",
+		Long:  fmt.Sprintf(renderLong, targetHelp()),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if target == "" {
-				return usageErrorf("render: --target is required: valid targets are %s", strings.Join(renderTargets, ", "))
+				return usageErrorf("render: --target is required: valid targets are %s", strings.Join(render.Names(), ", "))
 			}
-			formats, ok := renderFormats[target]
+			t, ok := render.Lookup(target)
 			if !ok {
-				return usageErrorf("render: unknown target %q: valid targets are %s",
-					target, strings.Join(renderTargets, ", "))
+				return usageErrorf("render: unknown target %q: valid targets are %s", target, strings.Join(render.Names(), ", "))
 			}
-			if output == "" {
-				output = formats[0]
+			if opts.Format == "" {
+				opts.Format = t.Formats[0]
 			}
-			if !contains(formats, output) {
-				return usageErrorf("render: unknown output format %q for target %s (want %s)", output, target, strings.Join(formats, ", "))
+			if !contains(t.Formats, opts.Format) {
+				return usageErrorf("render: unknown output format %q for target %s (want %s)", opts.Format, target, strings.Join(t.Formats, ", "))
+			}
+			if cmd.Flags().Changed("bootstrap") && target != "envoy" {
+				return usageErrorf("render: --bootstrap is a setting of --target envoy")
 			}
 			if len(args) == 0 {
 				args = []string{"."}
@@ -71,27 +79,83 @@ func newRenderCmd() *cobra.Command {
 			if probs := lint.EngineProblems(m); len(probs) > 0 {
 				return loadError(cmd.ErrOrStderr(), "render", probs)
 			}
-			if out != "" {
-				if err := atomicfile.Write(out, func(w io.Writer) error { return policy.WriteSnapshot(w, m) }); err != nil {
-					return usageErrorf("render: --out %w", err)
-				}
-				return nil
+			res, err := t.Render(m, opts)
+			if perr := printRenderFindings(cmd.ErrOrStderr(), opts.Format, res.Findings); perr != nil {
+				return usageErrorf("render: %w", perr)
 			}
-			var buf bytes.Buffer
-			if err := policy.WriteSnapshot(&buf, m); err != nil {
+			if errors.Is(err, render.ErrStrict) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "rlctl: render: %v\n", err)
+				return findings()
+			}
+			if err != nil {
 				return usageErrorf("render: %w", err)
 			}
-			if _, err := cmd.OutOrStdout().Write(buf.Bytes()); err != nil {
-				return usageErrorf("render: %w", err)
-			}
-			return nil
+			return writeRendered(cmd.OutOrStdout(), t, out, res.Files)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&target, "target", "", "what to render: "+strings.Join(renderTargets, ", "))
-	f.StringVarP(&output, "output", "o", "", "output format (snapshot: json, the default)")
-	f.StringVar(&out, "out", "", "write the output to `FILE` (atomically) instead of stdout")
+	f.StringVar(&target, "target", "", "what to render: "+strings.Join(render.Names(), ", "))
+	f.StringVarP(&opts.Format, "output", "o", "", "output format (see the targets above; yaml or json where both exist)")
+	f.StringVar(&out, "out", "", "write a one-file target to `FILE|DIR` (atomically), a several-file target into the directory")
+	f.BoolVar(&opts.Strict, "strict", false, "make every approximation an error (exit 1)")
+	f.BoolVar(&opts.Envoy.Bootstrap, "bootstrap", false, "envoy: render a complete static Envoy bootstrap to try locally")
+	f.StringVar(&opts.Envoy.ClusterName, "rls-cluster", "rlctl_enforcer", "envoy: the `NAME` of the cluster of the rate limit service (the sidecar)")
+	f.StringVar(&opts.Envoy.ClusterAddress, "rls-address", "127.0.0.1:8081", "envoy: the sidecar's gRPC `HOST:PORT`")
 	return cmd
+}
+
+// targetHelp lists the targets for the command's help.
+func targetHelp() string {
+	var b strings.Builder
+	for _, t := range render.Targets() {
+		fmt.Fprintf(&b, "  %-11s %s: %s\n", t.Name, strings.Join(t.Formats, ", "), t.Doc)
+	}
+	return b.String()
+}
+
+// printRenderFindings prints a render's findings to stderr: as text, or as one JSON array when
+// the output format is json.
+func printRenderFindings(stderr io.Writer, format string, fs []render.Finding) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	if format == "json" {
+		b, err := json.MarshalIndent(fs, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stderr, "%s\n", b)
+		return err
+	}
+	for _, f := range fs {
+		if _, err := fmt.Fprintln(stderr, f.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRendered writes a render's files to --out (a file or a directory) or to stdout.
+func writeRendered(stdout io.Writer, t render.Target, out string, files []render.File) error {
+	switch {
+	case out == "":
+		var buf bytes.Buffer
+		if err := render.WriteStream(&buf, files); err != nil {
+			return usageErrorf("render: %w", err)
+		}
+		if _, err := stdout.Write(buf.Bytes()); err != nil {
+			return usageErrorf("render: %w", err)
+		}
+	case t.MultiFile:
+		if err := render.WriteDir(out, files); err != nil {
+			return usageErrorf("render: --out %w", err)
+		}
+	default:
+		if err := atomicfile.Write(out, func(w io.Writer) error { return render.WriteStream(w, files) }); err != nil {
+			return usageErrorf("render: --out %w", err)
+		}
+	}
+	return nil
 }
 
 func contains(list []string, s string) bool {
