@@ -11,6 +11,7 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/journal"
@@ -47,6 +48,7 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	kb := keyBufs.Get().(*keyBuf)
 	defer kb.release()
 	dom := cfg.domains[req.Domain]
+	only, onlyOK := failureModeOf(ctx)
 	var choice, warned headerChoice
 	for i, d := range req.Descriptors {
 		st := resp.Statuses[i]
@@ -57,7 +59,7 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			for j, en := range d.Entries {
 				ents[j] = policy.Entry{Key: en.Key, Value: en.Value}
 			}
-			if r, ok := dom.d.Lookup(ents[:len(d.Entries)]); ok {
+			if r, ok := dom.d.Lookup(ents[:len(d.Entries)]); ok && (!onlyOK || r.FailureMode == only) {
 				rs = dom.rules[r]
 			}
 		}
@@ -120,6 +122,34 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, warned.view.warning)
 	}
 	return resp, nil
+}
+
+// FailureModeHeader is the gRPC metadata key by which a caller asks the enforcer to answer only
+// the descriptors of rules with one failure mode ("open" or "closed"). Envoy's failure_mode_deny is
+// a setting of the whole rate-limit filter, so `rlctl render --target envoy` renders two filters,
+// one per failure mode, each sending this key in its gRPC service's initial_metadata. A descriptor
+// can reach both filters (rules of both modes share a descriptor shape); the filter of the other
+// mode gets OK for it, as for a descriptor no rule matches, so no request is counted twice.
+// Without the key, every descriptor is answered.
+const FailureModeHeader = "x-rlctl-failure-mode"
+
+// failureModeOf returns the failure mode a call asked for with FailureModeHeader, if it asked for
+// a valid one. An unknown value is ignored, so that every descriptor is answered: answering too
+// much never admits more than the policy allows.
+func failureModeOf(ctx context.Context) (policy.FailureMode, bool) {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return "", false
+	}
+	vs := md.Get(FailureModeHeader)
+	if len(vs) != 1 {
+		return "", false
+	}
+	switch m := policy.FailureMode(vs[0]); m {
+	case policy.FailOpen, policy.FailClosed:
+		return m, true
+	}
+	return "", false
 }
 
 // keyBuf is a reusable buffer for store keys; keyBufs pools them across calls.
