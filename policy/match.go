@@ -56,7 +56,7 @@ func (d *Domain) Compile() {
 // One exception to the depth rule: a descriptor for a sub-sharded rule carries one extra
 // trailing entry, whose key is the rule's SubShards.Attribute and whose value picks the shard.
 // Lookup returns that rule for it (the loader rejects a deeper rule that would match the same
-// entry).
+// entry), and only for it: without the entry the descriptor selects nothing.
 //
 // Lookup does not allocate. It is safe for concurrent use once Rules no longer change.
 func (d *Domain) Lookup(entries []Entry) (*Rule, bool) {
@@ -65,18 +65,24 @@ func (d *Domain) Lookup(entries []Entry) (*Rule, bool) {
 	for i, e := range entries {
 		next := n.child(e)
 		if next == nil {
-			if r := n.rule; r != nil && r.SubShards != nil && i == len(entries)-1 && e.Key == r.SubShards.Attribute {
+			if r := n.rule; r != nil && sharded(r) && i == len(entries)-1 && e.Key == r.SubShards.Attribute {
 				return r, true
 			}
 			return nil, false
 		}
 		n = next
 	}
-	if n.rule == nil || len(entries) == 0 {
+	if n.rule == nil || len(entries) == 0 || sharded(n.rule) {
 		return nil, false
 	}
 	return n.rule, true
 }
+
+// sharded reports whether r's descriptors carry a sub-shard entry. Such a rule's descriptor
+// without that entry selects nothing: Envoy's rendered actions always send the entry, and a
+// shorter descriptor of the same entries comes from another rule's shape (the enforcer would
+// otherwise count the request twice, once on shard 0).
+func sharded(r *Rule) bool { return r.SubShards != nil && r.SubShards.Count > 1 }
 
 func (n *node) child(e Entry) *node {
 	for _, k := range n.exactKeys {
