@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/rlctl/rlctl/policy"
 )
 
 // TestFailureModeHeader sends the same two descriptors (a fail-closed rule's and a fail-open
@@ -18,7 +20,7 @@ func TestFailureModeHeader(t *testing.T) {
 	closedDesc, openDesc := []string{"stage=enforce", "user=u1"}, []string{"stage=open", "user=u1"}
 	askAs := func(mode string) [2]string {
 		t.Helper()
-		ctx := metadata.AppendToOutgoingContext(context.Background(), FailureModeHeader, mode)
+		ctx := metadata.AppendToOutgoingContext(context.Background(), policy.FailureModeHeader, mode)
 		resp, err := in.client.ShouldRateLimit(ctx, request("edge", closedDesc, openDesc))
 		if err != nil {
 			t.Fatalf("ShouldRateLimit: %v", err)

@@ -124,16 +124,7 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	return resp, nil
 }
 
-// FailureModeHeader is the gRPC metadata key by which a caller asks the enforcer to answer only
-// the descriptors of rules with one failure mode ("open" or "closed"). Envoy's failure_mode_deny is
-// a setting of the whole rate-limit filter, so `rlctl render --target envoy` renders two filters,
-// one per failure mode, each sending this key in its gRPC service's initial_metadata. A descriptor
-// can reach both filters (rules of both modes share a descriptor shape); the filter of the other
-// mode gets OK for it, as for a descriptor no rule matches, so no request is counted twice.
-// Without the key, every descriptor is answered.
-const FailureModeHeader = "x-rlctl-failure-mode"
-
-// failureModeOf returns the failure mode a call asked for with FailureModeHeader, if it asked for
+// failureModeOf returns the failure mode a call asked for with policy.FailureModeHeader, if it asked for
 // a valid one. An unknown value is ignored, so that every descriptor is answered: answering too
 // much never admits more than the policy allows.
 func failureModeOf(ctx context.Context) (policy.FailureMode, bool) {
@@ -141,7 +132,7 @@ func failureModeOf(ctx context.Context) (policy.FailureMode, bool) {
 	if !ok {
 		return "", false
 	}
-	vs := md.Get(FailureModeHeader)
+	vs := md.Get(policy.FailureModeHeader)
 	if len(vs) != 1 {
 		return "", false
 	}

@@ -287,3 +287,12 @@ func (d *Domain) Source(key string) *Source {
 	}
 	return nil
 }
+
+// FailureModeHeader is the gRPC metadata key by which a caller of the enforcer asks it to answer
+// only the descriptors of rules with one failure mode ("open" or "closed"). Envoy's
+// failure_mode_deny is a setting of a whole rate-limit filter, so `rlctl render --target envoy`
+// renders two filters, one per failure mode, each sending this key in its gRPC service's
+// initial_metadata. A descriptor can reach both filters (rules of both modes share a descriptor
+// shape); the filter of the other mode gets OK for it, as for a descriptor no rule matches, so no
+// request is counted twice. Without the key, every descriptor is answered.
+const FailureModeHeader = "x-rlctl-failure-mode"
