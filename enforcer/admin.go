@@ -26,6 +26,10 @@ func (e *Enforcer) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
 		c := e.cfg.Load()
+		if c == nil {
+			http.Error(w, "no config yet: waiting for the first snapshot from --xds", http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(struct {
 			Version  string `json:"version"`

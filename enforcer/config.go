@@ -20,6 +20,9 @@ type Config struct {
 	// SnapshotPath is the policy snapshot written by `rlctl render --target snapshot`. It is
 	// watched and reloaded when it changes.
 	SnapshotPath string
+	// XDSAddr, instead of SnapshotPath, subscribes to the snapshot that `rlctl serve-xds`
+	// serves at this host:port (see xds.go).
+	XDSAddr string
 	// GRPCAddr is where the RLS v3 gRPC service listens (default 127.0.0.1:8081; port 0 picks
 	// a free port, see Enforcer.GRPCAddr).
 	GRPCAddr string
@@ -102,6 +105,10 @@ type settingError struct {
 	flag string // the flag's name, without dashes
 	msg  string
 	env  bool // the value came from the flag's environment twin
+	// with is another flag this one cannot be combined with, named after the flag; withEnv: its
+	// value came from its environment twin.
+	with    string
+	withEnv bool
 }
 
 func settingf(flag, format string, args ...any) *settingError {
@@ -109,10 +116,18 @@ func settingf(flag, format string, args ...any) *settingError {
 }
 
 func (e *settingError) Error() string {
-	if e.env {
-		return fmt.Sprintf("--%s (%s): %s", e.flag, envName(e.flag), e.msg)
+	msg := e.msg
+	if e.with != "" {
+		with := "--" + e.with
+		if e.withEnv {
+			with += " (" + envName(e.with) + ")"
+		}
+		msg = fmt.Sprintf("cannot be combined with %s: %s", with, e.msg)
 	}
-	return fmt.Sprintf("--%s: %s", e.flag, e.msg)
+	if e.env {
+		return fmt.Sprintf("--%s (%s): %s", e.flag, envName(e.flag), msg)
+	}
+	return fmt.Sprintf("--%s: %s", e.flag, msg)
 }
 
 func (e *settingError) Is(target error) bool { return target == ErrUsage }
@@ -168,8 +183,16 @@ func (c Config) check() (Config, []*settingError) {
 	}
 
 	var errs []*settingError
-	if c.SnapshotPath == "" {
+	switch {
+	case c.SnapshotPath == "" && c.XDSAddr == "":
 		errs = append(errs, settingf("config", "required: the snapshot file written by rlctl render --target snapshot"))
+	case c.SnapshotPath != "" && c.XDSAddr != "":
+		errs = append(errs, &settingError{flag: "xds", with: "config",
+			msg: "the snapshot comes from the file or from the xDS server, give one"})
+	case c.XDSAddr != "":
+		if _, _, err := net.SplitHostPort(c.XDSAddr); err != nil {
+			errs = append(errs, settingf("xds", "%q: want host:port", c.XDSAddr))
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
 		errs = append(errs, settingf("grpc-addr", "%q: want host:port", c.GRPCAddr))

@@ -45,6 +45,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,7 +107,9 @@ type Enforcer struct {
 var wallClock = engine.ClockFunc(func() int64 { return time.Now().UnixMilli() })
 
 // Spawn starts an enforcer: it loads the snapshot, connects the store, and serves gRPC and the
-// admin endpoints until Close. An error leaves nothing running.
+// admin endpoints until Close. With Config.XDSAddr it does not wait for the control plane: the
+// first snapshot arrives later (see subscribe), and until then ShouldRateLimit answers
+// UNAVAILABLE and the enforcer is not ready. An error leaves nothing running.
 func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 	c, err = c.withDefaults()
 	if err != nil {
@@ -143,8 +146,12 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 	keys := engine.NewKeyCap(int64(c.MaxKeys))
 	e.mx.trackKeys(keys)
 	e.leasing = newLeasing(e.store, e.order, e.journal, c.StoreTimeout, c.Store == "redis", keys, e.fallback)
-	if err := e.reload(); err != nil {
-		return e, err
+	if c.XDSAddr == "" {
+		if err := e.reload(); err != nil {
+			return e, err
+		}
+	} else {
+		e.conf.ServerOptions = append(slices.Clip(e.conf.ServerOptions), e.awaitSnapshot())
 	}
 
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -155,7 +162,11 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 	if err := e.serveAdmin(); err != nil {
 		return e, err
 	}
-	if err := e.watch(runCtx); err != nil {
+	if c.XDSAddr != "" {
+		if err := e.subscribe(runCtx); err != nil {
+			return e, err
+		}
+	} else if err := e.watch(runCtx); err != nil {
 		return e, err
 	}
 	e.wg.Add(1)
@@ -163,7 +174,7 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 	e.ready.Store(true)
 	e.started = true
 	e.log.Info("enforcer started", "grpc", e.GRPCAddr(), "admin", e.AdminAddr(), "store", c.Store,
-		"instance", c.InstanceID, "config_version", e.cfg.Load().version)
+		"instance", c.InstanceID, "config_version", e.ConfigVersion(), "xds", c.XDSAddr)
 	return e, nil
 }
 
@@ -377,8 +388,7 @@ func (e *Enforcer) serveGRPC() error {
 	e.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(e.grpc, service{e: e})
 	e.health = health.NewServer()
-	e.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	e.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	e.setServing(e.cfg.Load() != nil) // with --xds, once the first snapshot arrives
 	healthpb.RegisterHealthServer(e.grpc, e.health)
 	reflection.Register(e.grpc)
 	e.wg.Add(1)

@@ -22,6 +22,7 @@ func envName(flag string) string {
 func Flags(c *Config) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("rlctl-enforcer", pflag.ContinueOnError)
 	fs.StringVar(&c.SnapshotPath, "config", "", "the policy snapshot (required), written by rlctl render --target snapshot; reloaded when it changes and on SIGHUP")
+	fs.StringVar(&c.XDSAddr, "xds", "", "subscribe to the snapshot served by rlctl serve-xds at this host:port, instead of reading --config")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", DefaultGRPCAddr, "RLS v3 gRPC listen address")
 	fs.StringVar(&c.AdminAddr, "admin-addr", DefaultAdminAddr, `admin HTTP address for /metrics /healthz /readyz /config ("off" disables)`)
 	fs.StringVar(&c.Store, "store", "memory", "token store: memory (single instance) or redis")
@@ -140,6 +141,9 @@ func ParseArgs(args []string, getenv func(string) string, out io.Writer) (Config
 	joined := []error{envErr}
 	for _, e := range errs {
 		e.env = !onCommandLine[e.flag] && fs.Changed(e.flag)
+		if e.with != "" {
+			e.withEnv = !onCommandLine[e.with] && fs.Changed(e.with)
+		}
 		joined = append(joined, e)
 	}
 	if err := errors.Join(joined...); err != nil {
@@ -156,18 +160,23 @@ func (e usageError) Unwrap() error        { return e.err }
 func (e usageError) Is(target error) bool { return target == ErrUsage }
 
 const usageText = `Usage: rlctl-enforcer --config SNAPSHOT [flags]
+       rlctl-enforcer --xds HOST:PORT [flags]
 
 rlctl-enforcer is the rate-limit sidecar: it answers Envoy's Rate Limit Service (RLS v3) over
 gRPC, enforcing the policy snapshot rendered by rlctl (rlctl render --target snapshot), and
 leases tokens from the store in batches.
 
---config is required. Every flag but --help and --version has an environment twin
+--config is required. Or, in its place, --xds: the enforcer subscribes to the snapshot that
+rlctl serve-xds serves and applies each new version as a reload does; until the first arrives
+it answers UNAVAILABLE and /readyz is 503, and while the server is away it keeps its last
+snapshot and reconnects. Every flag but --help and --version has an environment twin
 RLCTL_ENFORCER_FLAG_NAME (--store-timeout is RLCTL_ENFORCER_STORE_TIMEOUT); the command line
 wins. The Redis flags need --store redis.
 
 Signals: SIGTERM and SIGINT shut down gracefully, within --shutdown-timeout (NOT_SERVING, drain
 in-flight calls, return leased tokens, flush the journal). SIGHUP reloads the snapshot now, as a
-change to the file does; a bad file is logged and the old config keeps serving.
+change to the file does; a bad file is logged and the old config keeps serving (with --xds a
+new version is applied when it is served; SIGHUP does nothing).
 
 Exit codes: 0 clean shutdown (and --help, --version); 1 the enforcer could not start (the
 snapshot is missing or invalid, an address is in use, the journal cannot be written) or did

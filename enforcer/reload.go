@@ -3,6 +3,7 @@ package enforcer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -17,37 +18,56 @@ import (
 // the old config keeps serving. Store state lives in the store and leases in the limiter, both
 // keyed by domain, rule and values, so the counters and leases of unchanged rules survive.
 func (e *Enforcer) reload() error {
+	if e.conf.XDSAddr != "" {
+		e.log.Warn("nothing to reload: the snapshot comes from --xds, and each new version is applied when it is served",
+			"xds", e.conf.XDSAddr, "version", e.ConfigVersion())
+		return errors.New("enforcer: reload: the snapshot comes from --xds")
+	}
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
 	raw, err := readFile(e.conf.SnapshotPath)
 	if err == nil {
-		var rc *runtimeConfig
-		if rc, err = e.compileSnapshot(raw); err == nil {
-			// The config record goes first: every decision that reads rc comes after the swap,
-			// so after the record (decisions name their config by its generation).
-			e.gen++
-			rc.gen = e.gen
-			now := e.clock.Now()
-			e.journal.Write(journal.Record{Kind: journal.KindConfig, TimeMs: now, Gen: rc.gen, ConfigVersion: rc.version, Rules: rc.rules})
-			old := e.cfg.Swap(rc)
-			if old != nil {
-				e.mx.configInfo.DeleteLabelValues(old.version)
-			}
-			e.loadedAt.Store(now)
-			e.mx.configInfo.WithLabelValues(rc.version).Set(1)
-			e.mx.configVer.Set(float64(now) / 1000)
-			e.mx.reloads.WithLabelValues("ok").Inc()
-			if old != nil {
-				e.log.Info("config reloaded", "version", rc.version, "previous", old.version, "rules", rc.rules)
-			}
+		if err = e.swap(raw); err == nil {
 			return nil
 		}
 	}
+	return e.rejected(fmt.Errorf("enforcer: --config %s: %w", e.conf.SnapshotPath, err))
+}
+
+// swap compiles the snapshot in raw and swaps it in: the path every new snapshot takes, from
+// the file or over xDS. The caller holds reloadMu.
+func (e *Enforcer) swap(raw []byte) error {
+	rc, err := e.compileSnapshot(raw)
+	if err != nil {
+		return err
+	}
+	// The config record goes first: every decision that reads rc comes after the swap, so
+	// after the record (decisions name their config by its generation).
+	e.gen++
+	rc.gen = e.gen
+	now := e.clock.Now()
+	e.journal.Write(journal.Record{Kind: journal.KindConfig, TimeMs: now, Gen: rc.gen, ConfigVersion: rc.version, Rules: rc.rules})
+	old := e.cfg.Swap(rc)
+	if old != nil {
+		e.mx.configInfo.DeleteLabelValues(old.version)
+	}
+	e.loadedAt.Store(now)
+	e.mx.configInfo.WithLabelValues(rc.version).Set(1)
+	e.mx.configVer.Set(float64(now) / 1000)
+	e.mx.reloads.WithLabelValues("ok").Inc()
+	if old != nil {
+		e.log.Info("config reloaded", "version", rc.version, "previous", old.version, "rules", rc.rules)
+	}
+	return nil
+}
+
+// rejected counts and logs a snapshot that did not load, and returns err. The caller holds
+// reloadMu.
+func (e *Enforcer) rejected(err error) error {
 	e.mx.reloads.WithLabelValues("error").Inc()
-	err = fmt.Errorf("enforcer: --config %s: %w", e.conf.SnapshotPath, err)
-	if e.cfg.Load() != nil {
+	if c := e.cfg.Load(); c != nil {
 		e.log.Error("config reload rejected; the previous config keeps serving", "error", err.Error(),
-			"version", e.cfg.Load().version)
+			"version", c.version)
 	}
 	return err
 }
