@@ -1,0 +1,135 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/rlctl/rlctl/lint"
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
+	"github.com/rlctl/rlctl/xds"
+)
+
+// load loads the policy directory as rlctl render does and builds the resources to serve. A
+// policy that does not load gives policy.Problems (schema.Problems is the same type), every
+// problem positioned in the user's files.
+func load(dir string) (*resources, error) {
+	m, err := schema.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	// What the enforcer would refuse to load is a policy problem here too.
+	if probs := lint.EngineProblems(m); len(probs) > 0 {
+		return nil, probs
+	}
+	return buildResources(m)
+}
+
+// reload loads the directory again and serves it if it loaded and changed; otherwise the last
+// good version keeps being served. It returns what happened: "served", "unchanged" or "refused".
+func (s *Server) reload(cause string) string {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	start := time.Now()
+	r, err := load(s.conf.PolicyDir)
+	if err != nil {
+		s.mx.loads.WithLabelValues("refused").Inc()
+		attrs := []any{"policies", s.conf.PolicyDir, "cause", cause, "version", s.Version()}
+		var probs policy.Problems
+		if errors.As(err, &probs) {
+			lines := make([]string, len(probs))
+			for i, p := range probs {
+				lines[i] = p.String()
+			}
+			attrs = append(attrs, "problems", lines)
+		} else {
+			attrs = append(attrs, "error", err.Error())
+		}
+		s.log.Error("policy change refused; the last good version keeps being served", attrs...)
+		return "refused"
+	}
+	old := s.cur.Load()
+	if r.sameAs(old) {
+		s.mx.loads.WithLabelValues("unchanged").Inc()
+		s.log.Debug("policy unchanged", "cause", cause, "version", s.Version())
+		return "unchanged"
+	}
+	if err := s.serve(r); err != nil {
+		s.mx.loads.WithLabelValues("refused").Inc()
+		s.log.Error("policy change not served", "error", err.Error())
+		return "refused"
+	}
+	s.mx.loads.WithLabelValues("served").Inc()
+	s.log.Info("policy change served", "cause", cause, "version", r.version(xds.SnapshotTypeURL),
+		"previous", old.version(xds.SnapshotTypeURL), "domains", len(r.model.Domains),
+		"load_ms", time.Since(start).Milliseconds())
+	return "served"
+}
+
+// watch reloads the directory after each burst of changes to it, and every Config.Resync.
+func (s *Server) watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("xds: watching --policies: %w", err)
+	}
+	if err := w.Add(s.conf.PolicyDir); err != nil {
+		w.Close()
+		return fmt.Errorf("xds: watching --policies: %w", err)
+	}
+	var resync <-chan time.Time
+	var ticker *time.Ticker
+	if s.conf.Resync > 0 {
+		ticker = time.NewTicker(s.conf.Resync)
+		resync = ticker.C
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer w.Close()
+		if ticker != nil {
+			defer ticker.Stop()
+		}
+		timer := time.NewTimer(time.Hour)
+		timer.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if relevant(ev.Name) {
+					timer.Reset(s.conf.Debounce)
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				// An overflow loses events: load anyway.
+				s.log.Error("watching --policies", "error", err.Error())
+				timer.Reset(s.conf.Debounce)
+			case <-timer.C:
+				s.reload("change")
+			case <-resync:
+				s.reload("resync")
+			}
+		}
+	}()
+	return nil
+}
+
+// relevant reports whether an event on name may change the policy: a .cue file (written in
+// place, or renamed over by an editor), or the "..data" symlink through which Kubernetes swaps a
+// mounted ConfigMap's files. Editors' swap and backup files are not.
+func relevant(name string) bool {
+	base := filepath.Base(name)
+	return strings.HasSuffix(base, ".cue") || base == "..data"
+}
