@@ -8,6 +8,7 @@ import (
 
 	"cuelang.org/go/cue/format"
 
+	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -44,7 +45,8 @@ type File struct {
 //
 // Import refuses, each at its file:line:col: a domain given twice, a domain or key that is not a
 // valid rlctl name, replaces, detailed_metric, value_to_metric and share_threshold (rlctl has no
-// equivalent), and requests_per_unit 0. The error is a policy.Problems holding every problem;
+// equivalent), requests_per_unit 0, and a limit beyond the engine's exact integer range
+// (engine.Limit.ExactRangeOK: over 285,615 per year, say). The error is a policy.Problems holding every problem;
 // then no file is returned. notes are what was imported with a caveat.
 func Import(cfgs []*Config) (files []File, notes policy.Problems, err error) {
 	im := &importer{domains: map[string]policy.Pos{}}
@@ -161,6 +163,9 @@ func (im *importer) walk(di *domainImport, ds []Descriptor, path []policy.Match)
 				di.comments = append(di.comments, fmt.Sprintf("%s: ERL's unlimited descriptor %s is no rule here: a request that matches no rule is admitted.", shortPos(rl.Pos), describe(p)))
 			case rl.RequestsPerUnit == 0:
 				im.problem(rl.Fields["requests_per_unit"], nil, "requests_per_unit 0 (deny every request) has no rlctl equivalent: a limit admits at least 1 request")
+			case !(engine.Limit{Algorithm: engine.FixedWindow, Requests: int64(rl.RequestsPerUnit), Window: rl.Unit.Millis()}).ExactRangeOK():
+				im.problem(rl.Fields["requests_per_unit"], nil, "requests_per_unit %d per %s is beyond rlctl's exact range: at most %d per %s ((requests + 1) × window in ms up to 2^53-1)",
+					rl.RequestsPerUnit, rl.Unit, engine.MaxExact/rl.Unit.Millis()-1, rl.Unit)
 			default:
 				r := &importedRule{name: rl.Name, match: p, requests: rl.RequestsPerUnit, unit: rl.Unit, stage: policy.StageEnforce, pos: d.Pos}
 				switch {
