@@ -67,6 +67,7 @@ func newRootCmd() *cobra.Command {
 		newSimulateCmd(),
 		newTestCmd(),
 		newGenLogsCmd(),
+		newImportCmd(),
 	)
 	return root
 }
