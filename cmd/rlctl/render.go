@@ -90,7 +90,8 @@ func newRenderCmd() *cobra.Command {
 			if err != nil {
 				return usageErrorf("render: %w", err)
 			}
-			return writeRendered(cmd.OutOrStdout(), t, out, res.Files)
+			// --bootstrap makes the envoy target write one file.
+			return writeRendered(cmd.OutOrStdout(), t.MultiFile && !opts.Envoy.Bootstrap, out, res.Files)
 		},
 	}
 	f := cmd.Flags()
@@ -136,7 +137,7 @@ func printRenderFindings(stderr io.Writer, format string, fs []render.Finding) e
 }
 
 // writeRendered writes a render's files to --out (a file or a directory) or to stdout.
-func writeRendered(stdout io.Writer, t render.Target, out string, files []render.File) error {
+func writeRendered(stdout io.Writer, multiFile bool, out string, files []render.File) error {
 	switch {
 	case out == "":
 		var buf bytes.Buffer
@@ -146,7 +147,7 @@ func writeRendered(stdout io.Writer, t render.Target, out string, files []render
 		if _, err := stdout.Write(buf.Bytes()); err != nil {
 			return usageErrorf("render: %w", err)
 		}
-	case t.MultiFile:
+	case multiFile:
 		if err := render.WriteDir(out, files); err != nil {
 			return usageErrorf("render: --out %w", err)
 		}
