@@ -1,0 +1,269 @@
+package render
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rlctl/rlctl/policy"
+)
+
+func init() { register(prometheusTarget) }
+
+// PrometheusFile is the name of the prometheus target's one file.
+const PrometheusFile = "rlctl-alerts.yaml"
+
+// The alerts' thresholds. They are constants, stated in the rendered file's header and the
+// README; a team that wants others edits its copy of the file.
+const (
+	// bypassPercent is the seed's page: requests admitted without the store's say, as a
+	// percentage of the domain's traffic, over bypassWindow, held for bypassFor.
+	bypassPercent = 0.5
+	bypassWindow  = "1m"
+	bypassFor     = "1m"
+	// The breaker has been open or half-open (probing) at every evaluation for breakerFor.
+	breakerFor = "1m"
+	// A failed reload or a dropped journal record keeps its alert firing for eventWindow.
+	eventWindow = "10m"
+	// wouldDenyPercent is the share of a shadow or soft rule's traffic that it would deny once
+	// enforced, averaged over wouldDenyWindow and held for wouldDenyFor: long enough that one
+	// burst of a single client does not warn, short enough to see a day's pattern. Nothing is
+	// denied yet, so it is a warning for the rule's owner, not a page.
+	wouldDenyPercent = 1.0
+	wouldDenyWindow  = "10m"
+	wouldDenyFor     = "15m"
+)
+
+// Alert group names.
+const (
+	enforcerGroup = "rlctl-enforcer"
+	rolloutGroup  = "rlctl-rollout"
+)
+
+// prometheusTarget renders Prometheus alerting rules on the enforcer's metrics
+// (enforcer/metrics.go): the store bypass page, the circuit breaker, failed reloads, journal
+// drops, and one alert per shadow or soft rule on the share of its traffic it would deny.
+var prometheusTarget = Target{
+	Name:    "prometheus",
+	Formats: []string{"yaml"},
+	Doc:     "Prometheus alerting rules on rlctl-enforcer's metrics (" + PrometheusFile + ")",
+	render:  renderPrometheus,
+}
+
+// promRuleFile is Prometheus's rule file format (the subset rendered here).
+type promRuleFile struct {
+	Groups []promGroup `yaml:"groups"`
+}
+
+type promGroup struct {
+	Name  string      `yaml:"name"`
+	Rules []promAlert `yaml:"rules"`
+}
+
+// promAlert is one alerting rule. yaml.v3 writes map keys sorted, so labels are in a stable
+// order.
+type promAlert struct {
+	Alert       string            `yaml:"alert"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	Annotations promAnnotations   `yaml:"annotations"`
+}
+
+// promAnnotations are Go templates that Prometheus expands with the alert's series: $labels
+// holds the expression's labels, not the rule's own.
+type promAnnotations struct {
+	Summary     string `yaml:"summary"`
+	Description string `yaml:"description"`
+}
+
+// prometheusHeader heads the file: what it is, what it needs, and its thresholds.
+var prometheusHeader = fmt.Sprintf(`# Prometheus alerting rules for rlctl-enforcer, rendered by rlctl render --target prometheus.
+# Do not edit: change the policy and render again. Check with: promtool check rules FILE
+#
+# The rates need the enforcer's /metrics scraped at least every 30s (15s recommended).
+# Thresholds:
+#   RateLimitBypassed            > %s%% of a domain's requests bypass the store, over %s, for %s (critical)
+#   RateLimitBreakerOpen         the store circuit breaker not closed for %s (critical when the policy
+#                                has a fail-closed rule, else warning)
+#   RateLimitConfigReloadFailed  a rejected snapshot in the last %s (warning)
+#   RateLimitJournalDropped      a dropped journal record in the last %s (warning)
+#   RateLimitRuleWouldDeny       a shadow or soft rule would deny > %s%% of its traffic, over %s,
+#                                for %s (warning), one alert per rule
+`, percent(bypassPercent), bypassWindow, bypassFor, breakerFor, eventWindow, eventWindow,
+	percent(wouldDenyPercent), wouldDenyWindow, wouldDenyFor)
+
+// renderPrometheus renders m as one rule file: the enforcer's group, then the rollout group when
+// some rule is in shadow or soft.
+func renderPrometheus(m *policy.Model, _ Options) (Result, error) {
+	file := promRuleFile{Groups: []promGroup{{Name: enforcerGroup, Rules: enforcerAlerts(m)}}}
+	if rs := rolloutAlerts(m); len(rs) > 0 {
+		file.Groups = append(file.Groups, promGroup{Name: rolloutGroup, Rules: rs})
+	}
+	var buf bytes.Buffer
+	buf.WriteString(prometheusHeader)
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(file); err != nil {
+		return Result{}, fmt.Errorf("prometheus: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return Result{}, fmt.Errorf("prometheus: %w", err)
+	}
+	return Result{
+		Files: []File{{Name: PrometheusFile, Data: buf.Bytes()}},
+		Findings: []Finding{{Severity: Assumption, Message: "the alerts assume the enforcer's /metrics " +
+			"is scraped at least every 30s: RateLimitBypassed takes a rate over " + bypassWindow + ", which needs two samples"}},
+	}, nil
+}
+
+// enforcerAlerts are the alerts on the enforcer itself. They are the same for every policy but
+// for the breaker's severity and description.
+func enforcerAlerts(m *policy.Model) []promAlert {
+	bypassed := promAlert{
+		Alert: "RateLimitBypassed",
+		Expr: "sum by (domain) (rate(rate_limit_bypassed_total[" + bypassWindow + "]))\n" +
+			"  /\n" +
+			"sum by (domain) (rate(rate_limit_requests_total[" + bypassWindow + "]))\n" +
+			"  > " + share(bypassPercent),
+		For:    bypassFor,
+		Labels: map[string]string{"severity": "critical"},
+		Annotations: promAnnotations{
+			Summary: "Domain {{ $labels.domain }}: {{ $value | humanizePercentage }} of requests are admitted without the rate-limit store",
+			Description: "rate_limit_bypassed_total (every reason: redis_circuit_open, store_error) has been above " +
+				percent(bypassPercent) + "% of the domain's decided descriptors (rate_limit_requests_total) for " + bypassFor + ". " +
+				"Fail-open rules are admitting on their local fallback buckets, so their limits are not " +
+				"enforced across the fleet. Check the store (Redis) and RateLimitBreakerOpen.",
+		},
+	}
+
+	breaker := promAlert{
+		Alert:  "RateLimitBreakerOpen",
+		Expr:   "rate_limit_breaker_state > 0",
+		For:    breakerFor,
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: promAnnotations{
+			Summary: "rlctl-enforcer {{ $labels.instance }}: the store circuit breaker has not closed for " + breakerFor,
+		},
+	}
+	desc := "Store calls failed or timed out and the breaker stays open (or half-open, probing). "
+	if closed := failClosedRules(m); len(closed) > 0 {
+		// A fail-closed rule denies what its leased tokens do not cover: an open breaker is an
+		// outage of those routes on this instance.
+		breaker.Labels["severity"] = "critical"
+		desc += "Fail-closed rules deny beyond their leased tokens on this instance: " +
+			templateText(strings.Join(closed, ", ")) + ". "
+	} else {
+		desc += "This policy has no fail-closed rule. "
+	}
+	breaker.Annotations.Description = desc + "Fail-open rules admit up to their local fallback " +
+		"bucket (see RateLimitBypassed). The gauge moves on the next store call, so an idle instance " +
+		"reports the state of its last one."
+
+	return []promAlert{
+		bypassed,
+		breaker,
+		{
+			Alert:  "RateLimitConfigReloadFailed",
+			Expr:   `increase(rate_limit_config_reloads_total{result="error"}[` + eventWindow + `]) > 0`,
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: promAnnotations{
+				Summary: "rlctl-enforcer {{ $labels.instance }}: a policy snapshot was rejected in the last " + eventWindow,
+				Description: "The enforcer refused a snapshot it was asked to load; the previous config keeps " +
+					"serving (rate_limit_config_info shows its version). The enforcer's log names the error.",
+			},
+		},
+		{
+			Alert:  "RateLimitJournalDropped",
+			Expr:   "increase(rate_limit_journal_dropped_total[" + eventWindow + "]) > 0",
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: promAnnotations{
+				Summary: "rlctl-enforcer {{ $labels.instance }}: the decision journal dropped {{ $value | humanize }} records in the last " + eventWindow,
+				Description: "The journal writer fell behind the disk and dropped records, so a replay of this " +
+					"journal is not exact. Give the journal a faster disk, or run with --journal-block.",
+			},
+		},
+	}
+}
+
+// rolloutAlerts are one RateLimitRuleWouldDeny alert per rule in the shadow or soft stage, by
+// domain and rule name: the share of the descriptors the rule matched that were over its limit,
+// and would be denied once it is enforced.
+func rolloutAlerts(m *policy.Model) []promAlert {
+	type staged struct {
+		domain string
+		rule   *policy.Rule
+	}
+	var rules []staged
+	for _, d := range m.Domains {
+		for _, r := range d.Rules {
+			if r.Stage.Name == policy.StageShadow || r.Stage.Name == policy.StageSoft {
+				rules = append(rules, staged{d.Name, r})
+			}
+		}
+	}
+	// By name, not precedence: reordering rules leaves the file as it was.
+	slices.SortFunc(rules, func(a, b staged) int {
+		return cmp.Or(strings.Compare(a.domain, b.domain), strings.Compare(a.rule.Name, b.rule.Name))
+	})
+	var alerts []promAlert
+	for _, s := range rules {
+		sel := "domain=" + strconv.Quote(s.domain) + ", rule=" + strconv.Quote(s.rule.Name)
+		stage := string(s.rule.Stage.Name)
+		labels := map[string]string{"severity": "warning", "stage": stage}
+		if s.rule.Owner != "" {
+			labels["owner"] = templateText(s.rule.Owner)
+		}
+		// Both over-limit decisions count, so that the alert holds while the fleet reloads from
+		// one stage to the next.
+		alerts = append(alerts, promAlert{
+			Alert: "RateLimitRuleWouldDeny",
+			Expr: "sum by (domain, rule) (rate(rate_limit_requests_total{" + sel + `, decision=~"shadow_over|soft_over"}[` + wouldDenyWindow + "]))\n" +
+				"  /\n" +
+				"sum by (domain, rule) (rate(rate_limit_requests_total{" + sel + "}[" + wouldDenyWindow + "]))\n" +
+				"  > " + share(wouldDenyPercent),
+			For:    wouldDenyFor,
+			Labels: labels,
+			Annotations: promAnnotations{
+				Summary: "Rule {{ $labels.domain }}/{{ $labels.rule }} (" + stage + ") would deny {{ $value | humanizePercentage }} of its traffic",
+				Description: "Over the last " + wouldDenyWindow + ", more than " + percent(wouldDenyPercent) +
+					"% of the descriptors this " + stage + "-stage rule matched were over its limit. " +
+					"They were admitted; once the rule is enforced they get 429. Find out whose they are " +
+					"(rlctl simulate, the shadow block events) before promoting the rule.",
+			},
+		})
+	}
+	return alerts
+}
+
+// failClosedRules names the fail-closed rules of m as "domain/rule", in model order.
+func failClosedRules(m *policy.Model) []string {
+	var names []string
+	for _, d := range m.Domains {
+		for _, r := range d.Rules {
+			if r.FailureMode == policy.FailClosed {
+				names = append(names, d.Name+"/"+r.Name)
+			}
+		}
+	}
+	return names
+}
+
+// percent formats a percentage such as 0.5 for text; share formats it as the fraction PromQL
+// compares with (0.005).
+func percent(p float64) string { return strconv.FormatFloat(p, 'f', -1, 64) }
+func share(p float64) string   { return strconv.FormatFloat(p/100, 'f', -1, 64) }
+
+// templateText makes s literal text in a Prometheus label or annotation, which Prometheus
+// expands as a Go template: text holding "{{" becomes a template that prints it.
+func templateText(s string) string {
+	if !strings.Contains(s, "{{") {
+		return s
+	}
+	return "{{ " + strconv.Quote(s) + " }}"
+}
