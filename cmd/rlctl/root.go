@@ -68,6 +68,7 @@ func newRootCmd() *cobra.Command {
 		newTestCmd(),
 		newGenLogsCmd(),
 		newImportCmd(),
+		newServeXDSCmd(),
 	)
 	return root
 }
