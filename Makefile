@@ -8,7 +8,7 @@ OUT     := out
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test bench bench-enforcer bench-attack pgo vet fmt clean redis
+.PHONY: all build demo test bench bench-enforcer bench-attack pgo vet fmt clean redis deps
 
 all: build
 
@@ -16,13 +16,18 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 # The main job on the embedded default: lint the example policies, run their unit tests, render
-# the snapshot, generate and simulate an access log, and exercise the enforcer on the in-memory
-# store. Everything it writes goes to $(OUT)/.
+# every target (the snapshot, Envoy's filters and rate_limits and a bootstrap, envoyproxy/ratelimit
+# YAML, Prometheus alerts), generate and simulate an access log, and exercise the enforcer on the
+# in-memory store. Everything it writes goes to $(OUT)/.
 demo: build
 	@mkdir -p $(OUT)
 	$(RLCTL) lint policies
 	$(RLCTL) test policies/tests
 	$(RLCTL) render --target snapshot policies --out $(OUT)/snapshot.json
+	$(RLCTL) render --target envoy policies --out $(OUT)/envoy
+	$(RLCTL) render --target envoy --bootstrap policies --out $(OUT)/envoy/bootstrap.yaml
+	$(RLCTL) render --target ratelimit policies --out $(OUT)/ratelimit
+	$(RLCTL) render --target prometheus policies --out $(OUT)/rlctl-alerts.yaml
 	$(RLCTL) gen-logs --seed 1 --lines 200000 --format envoy-json --out $(OUT)/access.log
 	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o table
 	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o html --out $(OUT)/report.html
@@ -33,12 +38,19 @@ demo: build
 redis:
 	@./scripts/ensure-redis.sh
 
+# What the tests run besides Go: redis-server, promtool (Debian's prometheus package) and
+# envoyproxy/ratelimit's config_check_cmd and service_cmd (go install, into out/erl-gobin).
+deps: redis
+	@./scripts/ensure-prometheus.sh
+	@./scripts/ensure-erl.sh
+
 # The contract tests print the figures the issues name (differential: ops=N mismatches=M,
 # journal: decisions=N mismatches=M); they run verbosely on their own so the lines show.
 # TestAttack (an over-limit key on real Redis, a line per case: attack: algo=... admitted=N
 # ideal=M cmds_per_req=X breaker_opens=0) and TestFloodOfKeys (flood: keys=... peak_heap_mb=...)
-# print their figures the same way.
-CONTRACT_TESTS := ^(TestRedisMatchesModel|TestRedisClusterMatchesModel|TestJournalReplay|TestAttack|TestFloodOfKeys)$$
+# print their figures the same way, and so does the envoy target's fidelity test
+# (envoy-actions: requests=N mismatches=M).
+CONTRACT_TESTS := ^(TestRedisMatchesModel|TestRedisClusterMatchesModel|TestJournalReplay|TestAttack|TestFloodOfKeys|TestEnvoyActionsMatchModel)$$
 
 # The race detector runs on the concurrent packages' concurrency tests: the lease manager, the
 # pipelined store, the guarded store and breaker, the enforcer under load and through outages,
@@ -51,10 +63,10 @@ RACE_ENFORCER := TestGuarded|TestBreaker|TestStages|TestStatuses|TestReloadUnder
 # Packages run one at a time (-p 1): several start Redis servers and hold latency bounds (the
 # outage tests' 10 ms tail) that a neighbour package's load on two cores would break; together
 # they take under a minute.
-test: redis
+test: deps
 	$(GO) vet ./...
 	$(GO) test -p 1 -count=1 -skip '$(CONTRACT_TESTS)' ./...
-	$(GO) test -count=1 -v -run '$(CONTRACT_TESTS)' ./engine ./enforcer
+	$(GO) test -p 1 -count=1 -v -run '$(CONTRACT_TESTS)' ./engine ./enforcer ./render
 	$(GO) test -race -count=1 -run '$(RACE_ENGINE)' ./engine
 	$(GO) test -race -count=1 -run '$(RACE_ENFORCER)' ./enforcer
 
