@@ -2,7 +2,8 @@
 // server that decides each request's descriptors with the engine, leasing tokens from a store
 // (in-process memory, or Redis single, Sentinel or Cluster), and everything around it: rollout
 // stages, the circuit breaker and failure modes, response headers, Prometheus metrics, health,
-// hot reload of the policy snapshot and the decision journal.
+// hot reload of the policy snapshot (from its file, or over xDS from rlctl serve-xds: see
+// subscribe) and the decision journal.
 //
 // A daemon is Spawn(ctx, cfg) plus Close, so tests start real in-process instances.
 //

@@ -44,6 +44,7 @@ func (e *Enforcer) subscribe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("enforcer: --xds: %w", err)
 	}
+	e.log.Info("xds: subscribing to the control plane; not ready until the first snapshot arrives", "xds", e.conf.XDSAddr)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
