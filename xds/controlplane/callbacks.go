@@ -7,6 +7,8 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	xdsserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+
+	"github.com/rlctl/rlctl/xds"
 )
 
 // sent is the last response on a stream for one type.
@@ -45,7 +47,7 @@ func (s *Server) callbacks() xdsserver.Callbacks {
 			if req.GetErrorDetail() == nil {
 				return nil
 			}
-			s.mx.nacks.WithLabelValues(req.GetTypeUrl()).Inc()
+			s.mx.nacks.WithLabelValues(typeLabel(req.GetTypeUrl())).Inc()
 			st.mu.Lock()
 			last, ok := st.last[id][req.GetTypeUrl()]
 			st.mu.Unlock()
@@ -69,4 +71,14 @@ func (s *Server) callbacks() xdsserver.Callbacks {
 			st.mu.Unlock()
 		},
 	}
+}
+
+// typeLabel is the type_url label of a type a client named: one of the served types, or
+// "other", so that clients cannot grow the metrics without bound.
+func typeLabel(typeURL string) string {
+	switch typeURL {
+	case xds.SnapshotTypeURL, xds.RateLimitConfigTypeURL:
+		return typeURL
+	}
+	return "other"
 }

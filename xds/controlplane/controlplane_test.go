@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -245,8 +247,7 @@ func TestNACK(t *testing.T) {
 // metric is the xDS version.
 func TestEnforcerAwaitsSnapshot(t *testing.T) {
 	dir := policyCopy(t)
-	ln, addr := freeAddr(t)
-	ln.Close()
+	addr := stableAddr(t)
 	e, err := enforcer.Spawn(context.Background(), enforcer.Config{XDSAddr: addr, GRPCAddr: "127.0.0.1:0",
 		AdminAddr: "127.0.0.1:0", InstanceID: "t", Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
@@ -298,13 +299,33 @@ func TestEnforcerAwaitsSnapshot(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) (net.Listener, string) {
+// stableAddr returns a free loopback address for a control plane that clients dial while it is
+// not listening (not yet, or between a stop and a restart). Its port is below the ephemeral
+// range: there a client's dial can take the port by connecting to itself (TCP simultaneous
+// open, when its ephemeral source port happens to be the destination port), and the control
+// plane could not listen on it.
+func stableAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
 	}
-	return ln, ln.Addr().String()
+	if low <= 10_000 {
+		t.Skipf("the ephemeral port range starts at %d: no port below it to use", low)
+	}
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10_000+rand.IntN(low-10_000)))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return ""
 }
 
 func rlsNew(conn *grpc.ClientConn) rlsv3.RateLimitServiceClient {

@@ -50,8 +50,8 @@ func fleetLimit(n int) string { return fmt.Sprintf(`limits: [{requests: %d, wind
 //	xds: enforcers=20 restarted=true propagation_ms=N
 func TestXDSFleet(t *testing.T) {
 	dir := policyCopy(t)
-	srv := startServer(t, dir, "127.0.0.1:0")
-	addr := srv.Addr()
+	addr := stableAddr(t) // the restart reuses it
+	srv := startServer(t, dir, addr)
 
 	fleet := make([]*member, fleetSize)
 	for i := range fleet {

@@ -119,6 +119,10 @@ func (s *Server) watch(ctx context.Context) error {
 			case <-timer.C:
 				s.reload("change")
 			case <-resync:
+				// A directory replaced as a whole (a checkout that swaps it) lost its watch.
+				if err := w.Add(s.conf.PolicyDir); err != nil {
+					s.log.Error("watching --policies", "error", err.Error())
+				}
 				s.reload("resync")
 			}
 		}
