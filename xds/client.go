@@ -163,7 +163,13 @@ func (c *Client) stream(ctx context.Context) (delivered bool, err error) {
 			}
 		}
 		req = &discovery.DiscoveryRequest{TypeUrl: SnapshotTypeURL, ResponseNonce: resp.GetNonce()}
-		if err := c.apply(resp); err != nil {
+		if len(resp.GetResources()) == 0 && resp.GetTypeUrl() == SnapshotTypeURL {
+			// State of the World says the resource is gone; a policy never is. The last
+			// snapshot keeps serving, and the response is acknowledged all the same: a NACK
+			// would only bring the same empty response back.
+			c.log.Warn("xds: the control plane sent no snapshot; the last one keeps serving",
+				"addr", c.o.Addr, "version", resp.GetVersionInfo())
+		} else if err := c.apply(resp); err != nil {
 			c.log.Error("xds: snapshot rejected (NACK); the last good snapshot keeps serving",
 				"addr", c.o.Addr, "version", resp.GetVersionInfo(), "error", err.Error())
 			req.VersionInfo = c.Version()
