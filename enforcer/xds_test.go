@@ -11,17 +11,19 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	xdsserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/xds"
 )
 
 // TestXDSNACK: an enforcer with --xds rejects (NACKs) a snapshot it cannot load, with the
-// error, and keeps serving; it applies a good one as a reload, and a bad one after it leaves the
-// good one serving.
+// error, and keeps serving; it applies a good one, and an update as a reload does (the counters
+// of unchanged rules survive); a bad one after them leaves the good one serving.
 func TestXDSNACK(t *testing.T) {
 	lc := cache.NewLinearCache(xds.SnapshotTypeURL)
 	var mu sync.Mutex
@@ -63,7 +65,12 @@ func TestXDSNACK(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	in := &instance{Enforcer: e}
+	conn, err := grpc.NewClient(e.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	in := &instance{Enforcer: e, client: rlsv3.NewRateLimitServiceClient(conn)}
 	eventually(t, 5*time.Second, "a NACK", func() bool { return len(nacked()) == 1 })
 	if got := nacked()[0]; !strings.Contains(got, "oops") {
 		t.Errorf("NACK detail: %q, want the reason (the unknown field oops)", got)
@@ -75,15 +82,30 @@ func TestXDSNACK(t *testing.T) {
 		t.Errorf("reload errors: %v, want 1", got)
 	}
 
-	var buf bytes.Buffer
-	if err := policy.WriteSnapshot(&buf, testModel()); err != nil {
-		t.Fatal(err)
+	serve := func(m *policy.Model) string {
+		t.Helper()
+		var buf bytes.Buffer
+		if err := policy.WriteSnapshot(&buf, m); err != nil {
+			t.Fatal(err)
+		}
+		v, _ := policy.ContentHash(m)
+		if err := lc.UpdateResource(xds.SnapshotName, xds.SnapshotResource(buf.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "version "+v, func() bool { return e.ConfigVersion() == v })
+		return v
 	}
-	want, _ := policy.ContentHash(testModel())
-	if err := lc.UpdateResource(xds.SnapshotName, xds.SnapshotResource(buf.Bytes())); err != nil {
-		t.Fatal(err)
+	serve(testModel())
+	for range 3 {
+		in.ask(t, "edge", []string{"stage=enforce", "user=keep"}) // spends the 3 tokens
 	}
-	eventually(t, 5*time.Second, "the good snapshot", func() bool { return e.ConfigVersion() == want })
+	// An update applies as a reload does: the counters of an unchanged rule survive it.
+	m := testModel()
+	m.Domains[0].Rules = append(m.Domains[0].Rules, testRule("added", 1, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen))
+	want := serve(m)
+	if got := in.ask(t, "edge", []string{"stage=enforce", "user=keep"}).OverallCode; got != over {
+		t.Errorf("unchanged rule after an update over xDS: got %v, want OVER_LIMIT (its counter survives)", got)
+	}
 
 	if err := lc.UpdateResource(xds.SnapshotName, xds.SnapshotResource(bad)); err != nil {
 		t.Fatal(err)
