@@ -48,9 +48,9 @@ deps: redis
 # journal: decisions=N mismatches=M); they run verbosely on their own so the lines show.
 # TestAttack (an over-limit key on real Redis, a line per case: attack: algo=... admitted=N
 # ideal=M cmds_per_req=X breaker_opens=0) and TestFloodOfKeys (flood: keys=... peak_heap_mb=...)
-# print their figures the same way, and so does the envoy target's fidelity test
-# (envoy-actions: requests=N mismatches=M).
-CONTRACT_TESTS := ^(TestRedisMatchesModel|TestRedisClusterMatchesModel|TestJournalReplay|TestAttack|TestFloodOfKeys|TestEnvoyActionsMatchModel)$$
+# print their figures the same way, and so do the envoy target's fidelity test (envoy-actions:
+# requests=N mismatches=M) and the xDS fleet (xds: enforcers=20 propagation_ms=N).
+CONTRACT_TESTS := ^(TestRedisMatchesModel|TestRedisClusterMatchesModel|TestJournalReplay|TestAttack|TestFloodOfKeys|TestEnvoyActionsMatchModel|TestXDSFleet)$$
 
 # The race detector runs on the concurrent packages' concurrency tests: the lease manager, the
 # pipelined store, the guarded store and breaker, the enforcer under load and through outages,
@@ -66,7 +66,7 @@ RACE_ENFORCER := TestGuarded|TestBreaker|TestStages|TestStatuses|TestReloadUnder
 test: deps
 	$(GO) vet ./...
 	$(GO) test -p 1 -count=1 -skip '$(CONTRACT_TESTS)' ./...
-	$(GO) test -p 1 -count=1 -v -run '$(CONTRACT_TESTS)' ./engine ./enforcer ./render
+	$(GO) test -p 1 -count=1 -v -run '$(CONTRACT_TESTS)' ./engine ./enforcer ./render ./xds/controlplane
 	$(GO) test -race -count=1 -run '$(RACE_ENGINE)' ./engine
 	$(GO) test -race -count=1 -run '$(RACE_ENFORCER)' ./enforcer
 
