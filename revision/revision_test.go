@@ -1,0 +1,105 @@
+package revision
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// repo makes a Git repository with the example policies committed on main under p/, then
+// tightens shopify_payments in the working tree.
+func repo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	run("init", "-q", "-b", "main")
+	if err := os.MkdirAll(filepath.Join(dir, "p", "tests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("../policies/*.cue")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "p", filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("add", ".")
+	run("commit", "-q", "-m", "policies")
+	run("checkout", "-q", "-b", "change")
+	tenants := filepath.Join(dir, "p", "tenants.cue")
+	b, _ := os.ReadFile(tenants)
+	b = []byte(strings.Replace(string(b), `requests: 200, window: "1s"`, `requests: 150, window: "1s"`, 1))
+	if err := os.WriteFile(tenants, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestLoad(t *testing.T) {
+	dir := repo(t)
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		rev  string
+		want int64
+	}{{WorkingTree, 150}, {"HEAD", 200}, {"main", 200}} {
+		m, err := Load(tc.rev, "p")
+		if err != nil {
+			t.Fatalf("Load(%q): %v", tc.rev, err)
+		}
+		r := m.Domains[0].Rules
+		var found bool
+		for _, x := range r {
+			if x.Name != "shopify_payments" {
+				continue
+			}
+			found = true
+			if got := x.Limits[0].Requests; got != tc.want {
+				t.Errorf("Load(%q): requests: got %d, want %d", tc.rev, got, tc.want)
+			}
+			if got, want := x.Pos.File, filepath.Join("p", "tenants.cue"); got != want {
+				t.Errorf("Load(%q): position: got %s, want %s", tc.rev, got, want)
+			}
+		}
+		if !found {
+			t.Errorf("Load(%q): no shopify_payments", tc.rev)
+		}
+	}
+	if _, err := Load("no-such-branch", "p"); err == nil || !strings.Contains(err.Error(), "no-such-branch") {
+		t.Errorf("unknown revision: got %v, want an error naming it", err)
+	}
+	if _, err := Load("HEAD", "missing"); err == nil {
+		t.Errorf("missing directory at HEAD: got no error")
+	}
+}
+
+func TestDefaultBase(t *testing.T) {
+	dir := repo(t)
+	base, err := DefaultBase(filepath.Join(dir, "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "main").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := base, strings.TrimSpace(string(out)); got != want {
+		t.Errorf("DefaultBase: got %s, want main's head %s", got, want)
+	}
+	if _, err := DefaultBase(t.TempDir()); !errors.Is(err, ErrNotARepository) {
+		t.Errorf("outside a repository: got %v, want ErrNotARepository", err)
+	}
+}
