@@ -72,12 +72,17 @@ func (s *Simulator) decide(ds *domainSim, rs *ruleSim, shape []int, sl *keySlot,
 	if idealOK {
 		out.UnderAdmission++
 	}
+	legit := s.isLegit()
 	switch {
-	case s.isLegit():
+	case legit:
 		out.LegitDenials++
 		ks.legit++
 	case ks.addr != "":
 		st.natDenials[ks.addr]++
+	}
+	if o := s.cfg.Observer; o != nil {
+		o.Deny(Denial{File: s.rec.File, Line: s.rec.Line, Domain: p.Domain, Rule: rs.rule, Denied: denied,
+			Identity: ks.display, Addr: ks.addr, Legit: legit})
 	}
 	return true, denied, nil
 }
@@ -171,6 +176,9 @@ func (s *Simulator) Finish() (*report.Report, error) {
 		r.Rules = append(r.Rules, rs.stats.finish(s.cfg.TopN, s.cfg.NATUsers, s.nat.count, s.startMs, s.bucketMs, buckets))
 	}
 	r.Finish()
+	if o := s.cfg.Observer; o != nil {
+		o.Finish(s.nat.count)
+	}
 	return r, nil
 }
 

@@ -42,6 +42,9 @@ type Config struct {
 	// TopN is how many denied identities to report per rule: 0 means 10, and a negative
 	// number none.
 	TopN int
+	// Observer, when not nil, is told of every would-deny decision and of the users behind
+	// addresses (Observer).
+	Observer Observer
 }
 
 // Simulator replays records. It is not safe for concurrent use: feed it from one goroutine.
@@ -87,6 +90,8 @@ type Simulator struct {
 	requests, matched, wouldDeny, denied, reordered int64
 	firstReordered                                  string // FILE:LINE of the first reordered record
 	ctx                                             context.Context
+	// rec is the record being decided, for Config.Observer.
+	rec *accesslog.Record
 }
 
 // New returns a Simulator for cfg.
@@ -420,6 +425,7 @@ func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
 			s.cfg.Assign, MaxGateways, rec.File, rec.Line)
 	}
 	var would, denied bool
+	s.rec = rec
 	for i := range p.hits {
 		h := &p.hits[i]
 		s.values, s.oks = s.valuesAt(p, h.domain)
