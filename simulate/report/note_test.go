@@ -22,6 +22,9 @@ func TestNote(t *testing.T) {
 		if got := note(tt.id); got != tt.want {
 			t.Errorf("note(%+v): got %q, want %q", tt.id, got, tt.want)
 		}
+		if got := Note(tt.id); got != tt.want {
+			t.Errorf("Note(%+v): got %q, want %q", tt.id, got, tt.want)
+		}
 	}
 }
 

@@ -95,6 +95,11 @@ func writeThresholds(w io.Writer, r *Report, indent string) {
 	}
 }
 
+// Note is what the reports say of a denied identity beside its counts ("40 denials of
+// legitimate callers; 1000 users behind it"), for other reports that list identities the same
+// way (rlctl diff --log).
+func Note(id Identity) string { return note(id) }
+
 // note says what the report knows of a denied identity: how many of its denials were of
 // legitimate callers, and how many users were seen behind it when it is an address.
 func note(id Identity) string {
