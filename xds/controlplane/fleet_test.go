@@ -277,7 +277,8 @@ func (l *fleetLoad) stop() (calls, errs int64, first string) {
 func startServer(t *testing.T, dir, addr string) *controlplane.Server {
 	t.Helper()
 	srv, err := controlplane.Start(context.Background(), controlplane.Config{PolicyDir: dir, Addr: addr, AdminAddr: "127.0.0.1:0",
-		Logger: slog.New(slog.NewJSONHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		// Warnings only: under make test's -v, the fleet's figures should stand out.
+		Logger: slog.New(slog.NewJSONHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
