@@ -1,0 +1,322 @@
+package rollout
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+)
+
+// The errors of the pull-request flow that users must act on. Every error GitHub returns is
+// wrapped in one of these when it is one of them, with a message that says what to do.
+var (
+	// ErrBadToken means GitHub refused the token (401).
+	ErrBadToken = errors.New("GitHub refused the token")
+	// ErrNoRepository means the repository does not exist or the token cannot see it (404).
+	ErrNoRepository = errors.New("repository not found")
+	// ErrRateLimited means GitHub's primary or secondary rate limit stopped the flow (403 or
+	// 429 with rate-limit headers).
+	ErrRateLimited = errors.New("GitHub rate limit")
+	// ErrStaleBase means the local policy files are not those of the base branch's head.
+	ErrStaleBase = errors.New("local files differ from the base branch")
+)
+
+// GitHubConfig says which repository the pull-request flow works on, and how to reach it.
+type GitHubConfig struct {
+	// Token is sent as a bearer token (GITHUB_TOKEN).
+	Token string
+	// URL is a GitHub Enterprise Server's address (its /api/v3/ is added when missing); empty
+	// means github's public API.
+	URL string
+	// Owner and Repo name the repository.
+	Owner, Repo string
+	// HTTPClient, when set, carries the requests (tests).
+	HTTPClient *http.Client
+}
+
+// GitHub runs the pull-request flow on one repository. It is safe for sequential use only.
+type GitHub struct {
+	c           *github.Client
+	owner, repo string
+}
+
+// NewGitHub returns a client for cfg's repository.
+func NewGitHub(cfg GitHubConfig) (*GitHub, error) {
+	if cfg.Owner == "" || cfg.Repo == "" {
+		return nil, errors.New("no repository: give --repo OWNER/NAME")
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("no token: set GITHUB_TOKEN")
+	}
+	c := github.NewClient(cfg.HTTPClient).WithAuthToken(cfg.Token)
+	if cfg.URL != "" {
+		var err error
+		if c, err = c.WithEnterpriseURLs(cfg.URL, cfg.URL); err != nil {
+			return nil, fmt.Errorf("--github-url %s: %w", cfg.URL, err)
+		}
+	}
+	return &GitHub{c: c, owner: cfg.Owner, repo: cfg.Repo}, nil
+}
+
+// ParseRepo parses OWNER/NAME.
+func ParseRepo(s string) (owner, name string, err error) {
+	owner, name, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("repository %q: want OWNER/NAME", s)
+	}
+	return owner, strings.TrimSuffix(name, ".git"), nil
+}
+
+// RepoFromRemote returns OWNER/NAME from a Git remote URL in the https form
+// (https://HOST/OWNER/NAME.git), the ssh URL form (ssh://git@HOST[:PORT]/OWNER/NAME.git) or the scp
+// form (git@HOST:OWNER/NAME.git). Enterprise hosts that serve repositories under a path prefix
+// keep their last two segments.
+func RepoFromRemote(remote string) (owner, name string, err error) {
+	r := strings.TrimSpace(remote)
+	var path string
+	if strings.Contains(r, "://") {
+		u, err := url.Parse(r)
+		if err != nil {
+			return "", "", fmt.Errorf("remote URL %q: %w", remote, err)
+		}
+		path = u.Path
+	} else if _, p, ok := strings.Cut(r, ":"); ok && !strings.HasPrefix(r, "/") {
+		path = p
+	} else {
+		return "", "", fmt.Errorf("remote URL %q: not an https or ssh URL", remote)
+	}
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	if len(segs) < 2 || segs[len(segs)-2] == "" || segs[len(segs)-1] == "" {
+		return "", "", fmt.Errorf("remote URL %q: no OWNER/NAME in it", remote)
+	}
+	return segs[len(segs)-2], strings.TrimSuffix(segs[len(segs)-1], ".git"), nil
+}
+
+// OriginRepo returns OWNER/NAME of the origin remote of the Git repository around dir.
+func OriginRepo(dir string) (owner, name string, err error) {
+	out, err := exec.Command("git", "-C", dir, "remote", "get-url", "origin").Output()
+	if err != nil {
+		return "", "", fmt.Errorf("no --repo, no GITHUB_REPOSITORY and no origin remote in %s", dir)
+	}
+	return RepoFromRemote(string(out))
+}
+
+// Change is one pull request's content.
+type Change struct {
+	// Branch is the head branch, created from the base branch's head and force-updated on a
+	// re-run.
+	Branch string
+	// Title and Body are the pull request's.
+	Title, Body string
+	// Message is the commit message.
+	Message string
+	// Files are the edited files by repository-relative slash path.
+	Files map[string]File
+	// Comment is the marker comment's body, kept as one comment per pull request (split when
+	// longer than GitHub allows); empty leaves comments alone.
+	Comment string
+}
+
+// File is one edited file: its content before the edit (which must be the base branch's) and
+// after.
+type File struct {
+	Before, After []byte
+}
+
+// PullRequest is what Propose did.
+type PullRequest struct {
+	Number  int    `json:"number"`
+	URL     string `json:"url"`
+	Branch  string `json:"branch"`
+	Base    string `json:"base"`
+	Commit  string `json:"commit"`
+	Created bool   `json:"created"` // a new pull request, not an update of the open one
+	Pushed  bool   `json:"pushed"`  // the branch moved (its content changed)
+}
+
+// Propose commits ch.Files on ch.Branch, from the head of the repository's default branch,
+// through the Git Data API (blobs, trees, commits, refs: no push credentials), and opens the pull
+// request, or updates the open one whose head is ch.Branch. A branch whose content is already
+// ch.Files on the current base is left as it is. Each file's Before must be the base branch's
+// content (ErrStaleBase otherwise), so a stale checkout never reverts someone's change.
+func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
+	repo, _, err := g.c.Repositories.Get(ctx, g.owner, g.repo)
+	if err != nil {
+		return nil, g.explain(err)
+	}
+	base := repo.GetDefaultBranch()
+	baseRef, _, err := g.c.Git.GetRef(ctx, g.owner, g.repo, "heads/"+base)
+	if err != nil {
+		return nil, g.explain(fmt.Errorf("base branch %s: %w", base, err))
+	}
+	baseSHA := baseRef.GetObject().GetSHA()
+	baseCommit, _, err := g.c.Git.GetCommit(ctx, g.owner, g.repo, baseSHA)
+	if err != nil {
+		return nil, g.explain(err)
+	}
+	baseTree, _, err := g.c.Git.GetTree(ctx, g.owner, g.repo, baseCommit.GetTree().GetSHA(), true)
+	if err != nil {
+		return nil, g.explain(err)
+	}
+	modes := map[string]string{}
+	shas := map[string]string{}
+	for _, e := range baseTree.Entries {
+		modes[e.GetPath()], shas[e.GetPath()] = e.GetMode(), e.GetSHA()
+	}
+	paths := make([]string, 0, len(ch.Files))
+	for p := range ch.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var entries []*github.TreeEntry
+	for _, p := range paths {
+		f := ch.Files[p]
+		if got, want := shas[p], BlobSHA(f.Before); got != want {
+			return nil, fmt.Errorf("%s: %w %s at %.12s: check it out, then run again", p, ErrStaleBase, base, baseSHA)
+		}
+		mode := modes[p]
+		if mode == "" {
+			mode = "100644"
+		}
+		entries = append(entries, &github.TreeEntry{Path: github.String(p), Mode: github.String(mode),
+			Type: github.String("blob"), Content: github.String(string(f.After))})
+	}
+	tree, _, err := g.c.Git.CreateTree(ctx, g.owner, g.repo, baseTree.GetSHA(), entries)
+	if err != nil {
+		return nil, g.explain(err)
+	}
+
+	pr := &PullRequest{Branch: ch.Branch, Base: base}
+	ref := "heads/" + ch.Branch
+	head, _, err := g.c.Git.GetRef(ctx, g.owner, g.repo, ref)
+	exists := err == nil
+	if err != nil && !isStatus(err, http.StatusNotFound) {
+		return nil, g.explain(err)
+	}
+	upToDate := false
+	if exists {
+		c, _, err := g.c.Git.GetCommit(ctx, g.owner, g.repo, head.GetObject().GetSHA())
+		if err != nil {
+			return nil, g.explain(err)
+		}
+		upToDate = c.GetTree().GetSHA() == tree.GetSHA() && len(c.Parents) == 1 && c.Parents[0].GetSHA() == baseSHA
+		pr.Commit = c.GetSHA()
+	}
+	if !upToDate {
+		c, _, err := g.c.Git.CreateCommit(ctx, g.owner, g.repo, &github.Commit{
+			Message: github.String(ch.Message),
+			Tree:    &github.Tree{SHA: tree.SHA},
+			Parents: []*github.Commit{{SHA: github.String(baseSHA)}},
+		}, nil)
+		if err != nil {
+			return nil, g.explain(err)
+		}
+		newRef := &github.Reference{Ref: github.String("refs/" + ref), Object: &github.GitObject{SHA: c.SHA}}
+		if exists {
+			_, _, err = g.c.Git.UpdateRef(ctx, g.owner, g.repo, newRef, true)
+		} else {
+			_, _, err = g.c.Git.CreateRef(ctx, g.owner, g.repo, newRef)
+		}
+		if err != nil {
+			return nil, g.explain(fmt.Errorf("branch %s: %w", ch.Branch, err))
+		}
+		pr.Commit, pr.Pushed = c.GetSHA(), true
+	}
+
+	open, _, err := g.c.PullRequests.List(ctx, g.owner, g.repo, &github.PullRequestListOptions{
+		State: "open", Head: g.owner + ":" + ch.Branch, Base: base,
+	})
+	if err != nil {
+		return nil, g.explain(err)
+	}
+	var p *github.PullRequest
+	if len(open) > 0 {
+		p = open[0]
+		if p.GetTitle() != ch.Title || p.GetBody() != ch.Body {
+			if p, _, err = g.c.PullRequests.Edit(ctx, g.owner, g.repo, p.GetNumber(),
+				&github.PullRequest{Title: github.String(ch.Title), Body: github.String(ch.Body)}); err != nil {
+				return nil, g.explain(err)
+			}
+		}
+	} else {
+		if p, _, err = g.c.PullRequests.Create(ctx, g.owner, g.repo, &github.NewPullRequest{
+			Title: github.String(ch.Title), Head: github.String(ch.Branch), Base: github.String(base),
+			Body: github.String(ch.Body), MaintainerCanModify: github.Bool(true),
+		}); err != nil {
+			return nil, g.explain(err)
+		}
+		pr.Created = true
+	}
+	pr.Number, pr.URL = p.GetNumber(), p.GetHTMLURL()
+	if ch.Comment != "" {
+		if err := g.Comment(ctx, pr.Number, ch.Comment); err != nil {
+			return pr, err
+		}
+	}
+	return pr, nil
+}
+
+// BlobSHA is the Git object ID of a blob holding b, as GitHub's trees list it.
+func BlobSHA(b []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(b))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func isStatus(err error, code int) bool {
+	var er *github.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == code
+}
+
+// explain wraps err in ErrBadToken, ErrNoRepository or ErrRateLimited, with a message that says
+// what to do, when it is one of those.
+func (g *GitHub) explain(err error) error {
+	var rl *github.RateLimitError
+	var abuse *github.AbuseRateLimitError
+	var er *github.ErrorResponse
+	switch {
+	case errors.As(err, &rl):
+		return fmt.Errorf("%w: %d of %d requests an hour used; it resets at %s: run again then (%v)",
+			ErrRateLimited, rl.Rate.Limit-rl.Rate.Remaining, rl.Rate.Limit, rl.Rate.Reset.UTC().Format(time.RFC3339), err)
+	case errors.As(err, &abuse):
+		wait := "later"
+		if abuse.RetryAfter != nil {
+			wait = "in " + abuse.RetryAfter.String()
+		}
+		return fmt.Errorf("%w: secondary rate limit (%s): run again %s", ErrRateLimited, abuse.Message, wait)
+	case errors.As(err, &er) && er.Response != nil:
+		switch er.Response.StatusCode {
+		case http.StatusUnauthorized:
+			return fmt.Errorf("%w (401 %s): set GITHUB_TOKEN to a valid token with contents and pull-requests write access",
+				ErrBadToken, er.Message)
+		case http.StatusNotFound:
+			if strings.HasSuffix(strings.TrimSuffix(er.Response.Request.URL.Path, "/"), "/repos/"+g.owner+"/"+g.repo) {
+				return fmt.Errorf("%w: %s/%s does not exist, or the token cannot see it (404)", ErrNoRepository, g.owner, g.repo)
+			}
+		case http.StatusTooManyRequests:
+			wait := "later"
+			if s := er.Response.Header.Get("Retry-After"); s != "" {
+				wait = "in " + s + "s"
+			} else if s := er.Response.Header.Get("X-RateLimit-Reset"); s != "" {
+				if sec, perr := strconv.ParseInt(s, 10, 64); perr == nil {
+					wait = "after " + time.Unix(sec, 0).UTC().Format(time.RFC3339)
+				}
+			}
+			return fmt.Errorf("%w (429 %s): run again %s", ErrRateLimited, er.Message, wait)
+		case http.StatusForbidden:
+			return fmt.Errorf("GitHub refused the request (403 %s): the token needs contents and pull-requests write access", er.Message)
+		}
+	}
+	return fmt.Errorf("github: %w", err)
+}

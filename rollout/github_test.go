@@ -1,0 +1,243 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rlctl/rlctl/rollout/githubtest"
+)
+
+const tiersBefore = "package p\n\nstage: {name: \"shadow\", since: \"2025-06-02\"}\n"
+
+func newFake(t *testing.T) *githubtest.Server {
+	t.Helper()
+	s := githubtest.New("acme", "policies", "tok-1", map[string]string{
+		"policies/tiers.cue": tiersBefore,
+		"README.md":          "# policies\n",
+	})
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newClient(t *testing.T, s *githubtest.Server, token string) *GitHub {
+	t.Helper()
+	g, err := NewGitHub(GitHubConfig{Token: token, URL: s.Server.URL, Owner: "acme", Repo: "policies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func change(after, comment string) Change {
+	return Change{
+		Branch:  "rlctl/rollout/edge/developer_pro",
+		Title:   "rollout: developer_pro shadow → soft",
+		Body:    "body for " + after,
+		Message: "rollout: promote developer_pro to soft",
+		Files:   map[string]File{"policies/tiers.cue": {Before: []byte(tiersBefore), After: []byte(after)}},
+		Comment: comment,
+	}
+}
+
+func TestProposeOpensThenUpdates(t *testing.T) {
+	s := newFake(t)
+	g := newClient(t, s, "tok-1")
+	ctx := context.Background()
+	after1 := strings.Replace(tiersBefore, "shadow", "soft", 1)
+	pr, err := g.Propose(ctx, change(after1, "evidence 1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pr.Created || !pr.Pushed || pr.Number != 1 || pr.Base != "main" {
+		t.Fatalf("first run: got %+v, want a new pull request #1 on main, pushed", pr)
+	}
+	for _, r := range s.Requests() {
+		if r.Auth != "Bearer tok-1" {
+			t.Errorf("%s %s: Authorization %q, want the token as a bearer token", r.Method, r.Path, r.Auth)
+		}
+	}
+	if got, _ := s.File(pr.Branch, "policies/tiers.cue"); got != after1 {
+		t.Errorf("branch content: got %q, want %q", got, after1)
+	}
+	if got, _ := s.File(pr.Branch, "README.md"); got != "# policies\n" {
+		t.Errorf("an untouched file on the branch: got %q", got)
+	}
+	mainHead, _, _ := s.Head("main")
+	if _, parents, msg := s.Head(pr.Branch); len(parents) != 1 || parents[0] != mainHead || msg != "rollout: promote developer_pro to soft" {
+		t.Errorf("branch commit: parents %v message %q, want one parent, main's head %s", parents, msg, mainHead)
+	}
+	prs := s.PullRequests()
+	if len(prs) != 1 || prs[0].Title != "rollout: developer_pro shadow → soft" || prs[0].Head != pr.Branch || prs[0].Body != "body for "+after1 {
+		t.Fatalf("pull requests: got %+v", prs)
+	}
+
+	// The same change again: nothing moves, nothing is added.
+	n := len(s.Requests())
+	pr2, err := g.Propose(ctx, change(after1, "evidence 1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr2.Created || pr2.Pushed || pr2.Number != 1 {
+		t.Errorf("same change again: got %+v, want #1, neither created nor pushed", pr2)
+	}
+	for _, r := range s.Requests()[n:] {
+		if r.Method != "GET" && !(r.Method == "POST" && strings.HasSuffix(r.Path, "/git/trees")) {
+			t.Errorf("same change again wrote: %s %s", r.Method, r.Path)
+		}
+	}
+
+	// A different edit: the branch is force-updated, the same pull request and comment edited.
+	after2 := strings.Replace(after1, "2025-06-02", "2025-06-12", 1)
+	pr3, err := g.Propose(ctx, change(after2, "evidence 2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr3.Created || !pr3.Pushed || pr3.Number != 1 {
+		t.Errorf("new edit: got %+v, want #1 updated and pushed", pr3)
+	}
+	if got, _ := s.File(pr.Branch, "policies/tiers.cue"); got != after2 {
+		t.Errorf("branch content after update: got %q, want %q", got, after2)
+	}
+	if prs := s.PullRequests(); len(prs) != 1 || prs[0].Body != "body for "+after2 {
+		t.Errorf("pull requests after update: got %+v, want one, body updated", prs)
+	}
+	cs := s.Comments(1)
+	if len(cs) != 1 || cs[0].Body != Marker+"\nevidence 2" {
+		t.Errorf("comments: got %+v, want the one marker comment, edited", cs)
+	}
+	var edits int
+	for _, r := range s.Requests() {
+		if r.Method == "PATCH" && strings.Contains(r.Path, "/issues/comments/") {
+			edits++
+		}
+	}
+	if edits != 1 {
+		t.Errorf("comment edits: got %d, want 1", edits)
+	}
+}
+
+func TestProposeRefusesStaleBase(t *testing.T) {
+	s := newFake(t)
+	s.SetFile("main", "policies/tiers.cue", tiersBefore+"// someone else's change\n")
+	_, err := newClient(t, s, "tok-1").Propose(context.Background(), change("x", ""))
+	if !errors.Is(err, ErrStaleBase) {
+		t.Fatalf("got %v, want ErrStaleBase", err)
+	}
+	if len(s.PullRequests()) != 0 {
+		t.Error("a pull request was opened from a stale base")
+	}
+}
+
+func TestProposeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		token string
+		repo  string
+		fail  *githubtest.Failure
+		want  error
+		msg   string
+	}{
+		{name: "bad token", token: "wrong", want: ErrBadToken, msg: "GITHUB_TOKEN"},
+		{name: "missing repository", token: "tok-1", repo: "nope", want: ErrNoRepository, msg: "acme/nope does not exist"},
+		{name: "rate limit 403", token: "tok-1", want: ErrRateLimited, msg: "resets at 2030-01-01T00:00:00Z",
+			fail: &githubtest.Failure{Status: 403, Message: "API rate limit exceeded", Header: map[string]string{
+				"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1893456000"}}},
+		{name: "secondary rate limit", token: "tok-1", want: ErrRateLimited, msg: "run again in 1m0s",
+			fail: &githubtest.Failure{Status: 403, Message: "You have exceeded a secondary rate limit",
+				DocURL: "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
+				Header: map[string]string{"Retry-After": "60"}}},
+		{name: "rate limit 429", token: "tok-1", want: ErrRateLimited, msg: "run again in 30s",
+			fail: &githubtest.Failure{Status: 429, Message: "Too Many Requests", Header: map[string]string{"Retry-After": "30"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newFake(t)
+			s.FailNext(tc.fail)
+			repo := cmpOr(tc.repo, "policies")
+			g, err := NewGitHub(GitHubConfig{Token: tc.token, URL: s.Server.URL, Owner: "acme", Repo: repo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = g.Propose(context.Background(), change("x", ""))
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("got %v, want %v saying %q", err, tc.want, tc.msg)
+			}
+		})
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func TestCommentSplitsAndShrinks(t *testing.T) {
+	s := newFake(t)
+	g := newClient(t, s, "tok-1")
+	ctx := context.Background()
+	if _, err := g.Propose(ctx, change("y", "small")); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i, runes := 0, 0; runes < 150000; i++ {
+		line := fmt.Sprintf("| row %d | %s |\n", i, strings.Repeat("é", 40))
+		b.WriteString(line)
+		runes += len([]rune(line))
+	}
+	if err := g.Comment(ctx, 1, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	cs := s.Comments(1)
+	if len(cs) != 3 {
+		t.Fatalf("a body of 150,000 characters: got %d comments, want 3", len(cs))
+	}
+	var joined string
+	for i, c := range cs {
+		if n := len([]rune(c.Body)); n > MaxComment {
+			t.Errorf("part %d: %d characters, over %d", i+1, n, MaxComment)
+		}
+		if i > 0 && !strings.HasPrefix(c.Body, PartMarker(i+1)+"\n<details>") {
+			t.Errorf("part %d does not open with its marker and a folded block: %.60q", i+1, c.Body)
+		}
+		body := c.Body[strings.IndexByte(c.Body, '\n')+1:]
+		if i > 0 {
+			body = strings.TrimPrefix(body, fmt.Sprintf("<details><summary>Continued (part %d)</summary>\n\n", i+1))
+			body = body[:strings.LastIndex(body, "\n\n</details>")]
+		}
+		joined += strings.TrimSuffix(body, "\n\n_Continued in the next comment._\n")
+	}
+	if joined != b.String() {
+		t.Error("the parts do not join up to the body")
+	}
+	if err := g.Comment(ctx, 1, "short again"); err != nil {
+		t.Fatal(err)
+	}
+	if cs2 := s.Comments(1); len(cs2) != 1 || cs2[0].ID != cs[0].ID || cs2[0].Body != Marker+"\nshort again" {
+		t.Errorf("shrunk: got %+v, want the first comment edited and the parts deleted", cs2)
+	}
+}
+
+func TestRepoFromRemote(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://example.com/acme/policies.git", "acme/policies"},
+		{"https://example.com/acme/policies", "acme/policies"},
+		{"https://user:pw@ghe.example.com/scm/acme/policies.git\n", "acme/policies"},
+		{"git@example.com:acme/policies.git", "acme/policies"},
+		{"ssh://git@example.com:2222/acme/policies.git", "acme/policies"},
+		{"/srv/git/policies.git", "error"},
+		{"https://example.com/policies", "error"},
+	} {
+		o, n, err := RepoFromRemote(tc.in)
+		got := o + "/" + n
+		if err != nil {
+			got = "error"
+		}
+		if got != tc.want {
+			t.Errorf("RepoFromRemote(%q): got %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
