@@ -61,3 +61,39 @@ func (r *Rule) Mode(instanceID string) Mode {
 	}
 	return ModeEnforce
 }
+
+// stageOrder is the rollout order; a stage's index is its position.
+var stageOrder = [...]StageName{StageShadow, StageSoft, StageCanary, StageEnforce}
+
+// Index returns n's position in the rollout order: shadow 0, soft 1, canary 2, enforce 3, and -1
+// for anything else (the empty name included).
+func (n StageName) Index() int {
+	for i, s := range stageOrder {
+		if s == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// Next returns the stage after n, and false when n is enforce (the last stage) or not a stage.
+func (n StageName) Next() (StageName, bool) {
+	i := n.Index()
+	if i < 0 || i+1 >= len(stageOrder) {
+		return "", false
+	}
+	return stageOrder[i+1], true
+}
+
+// Dwell returns the least time, in ms, a rule of d stays in stage before it advances: the
+// domain's shadow and soft dwells (Governance), and 0 for canary and enforce. Canary has no
+// minimum of its own: how long it runs is the rollout gates' decision, on evidence.
+func (d *Domain) Dwell(stage StageName) int64 {
+	switch stage {
+	case StageShadow:
+		return d.Governance.ShadowDwellMs
+	case StageSoft:
+		return d.Governance.SoftDwellMs
+	}
+	return 0
+}

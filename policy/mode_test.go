@@ -64,3 +64,39 @@ func TestStageNameValid(t *testing.T) {
 		t.Error(`"enforced": valid`)
 	}
 }
+
+func TestStageOrder(t *testing.T) {
+	tests := []struct {
+		n     StageName
+		index int
+		next  StageName
+		ok    bool
+	}{
+		{StageShadow, 0, StageSoft, true},
+		{StageSoft, 1, StageCanary, true},
+		{StageCanary, 2, StageEnforce, true},
+		{StageEnforce, 3, "", false},
+		{"", -1, "", false},
+		{"dark", -1, "", false},
+	}
+	for i, tt := range tests {
+		if got := tt.n.Index(); got != tt.index {
+			t.Errorf("step %d: %q.Index() = %d, want %d", i, tt.n, got, tt.index)
+		}
+		if got, ok := tt.n.Next(); got != tt.next || ok != tt.ok {
+			t.Errorf("step %d: %q.Next() = %q, %v, want %q, %v", i, tt.n, got, ok, tt.next, tt.ok)
+		}
+	}
+}
+
+func TestDomainDwell(t *testing.T) {
+	d := &Domain{Governance: Governance{ShadowDwellMs: 1, SoftDwellMs: 2}}
+	for i, tt := range []struct {
+		stage StageName
+		want  int64
+	}{{StageShadow, 1}, {StageSoft, 2}, {StageCanary, 0}, {StageEnforce, 0}, {"", 0}} {
+		if got := d.Dwell(tt.stage); got != tt.want {
+			t.Errorf("step %d: Dwell(%q) = %d, want %d", i, tt.stage, got, tt.want)
+		}
+	}
+}

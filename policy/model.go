@@ -50,6 +50,9 @@ type Domain struct {
 	// CriticalPaths are path patterns (exact, or prefix ending in '*') on which fail-open is a
 	// finding.
 	CriticalPaths []string `json:"critical_paths,omitempty"`
+	// Governance says what `rlctl lint --base` requires of a change to the domain, and how long
+	// a rule dwells in a stage (see Dwell).
+	Governance Governance `json:"governance,omitzero"`
 	// Rules are in precedence order (see Lookup). They must not change after the first Lookup.
 	Rules []*Rule `json:"rules"`
 
@@ -63,6 +66,26 @@ type Gateway struct {
 	RLSTimeoutMs int64 `json:"rls_timeout_ms"`
 	// PerKeyQPSBudget is the store QPS one key may take before lint calls it hot.
 	PerKeyQPSBudget int64 `json:"per_key_qps_budget"`
+}
+
+// Governance is a domain's rules for changing its policy: how long a rule stays in shadow and
+// in soft before it advances, whether new and tightened rules must enter at shadow, and the
+// reasons for removing rules on a critical path. The loader fills in the defaults (7 days each,
+// new rules at shadow); a model built in Go holds what it is given, and its zero value has no
+// dwell and no opt-out, since an opt-out needs OptOutReason.
+type Governance struct {
+	// ShadowDwellMs and SoftDwellMs are the least time a rule stays in shadow and in soft,
+	// counted from the stage's since. Zero means no minimum.
+	ShadowDwellMs int64 `json:"shadow_dwell_ms"`
+	SoftDwellMs   int64 `json:"soft_dwell_ms"`
+	// NewRulesAtShadow requires a new rule, or a rule whose limit got tighter, to enter at
+	// shadow. It is off only with an OptOutReason.
+	NewRulesAtShadow bool   `json:"new_rules_at_shadow"`
+	OptOutReason     string `json:"opt_out_reason,omitempty"`
+	// Removed gives, by rule name, the reason a rule on a critical path was removed.
+	Removed map[string]string `json:"removed,omitempty"`
+	// Pos is the governance block's position, or the domain's when it has none.
+	Pos Pos `json:"pos"`
 }
 
 // SourceKind names how a descriptor entry is produced from a request.
@@ -191,7 +214,10 @@ type Stage struct {
 	CanaryPercent int `json:"canary_percent,omitempty"`
 	// Since is the date (YYYY-MM-DD) the stage began.
 	Since string `json:"since,omitempty"`
-	Pos   Pos    `json:"pos"`
+	// Hold, when set, says why the rule must not advance: rlctl rollout pause writes it, and
+	// rollout plan promotes no held rule. It does not change what the rule does.
+	Hold string `json:"hold,omitempty"`
+	Pos  Pos    `json:"pos"`
 }
 
 // FailureMode says what a rule does when the store is unavailable.
@@ -244,6 +270,9 @@ type Rule struct {
 	Match  []Match `json:"match"`
 	Limits []Limit `json:"limits"`
 	Stage  Stage   `json:"stage"`
+	// Reason is the author's reason for a change to the rule, which governance lint reads: a
+	// rule on a critical path that goes from fail-closed to fail-open needs one.
+	Reason string `json:"reason,omitempty"`
 
 	FailureMode FailureMode `json:"failure_mode"`
 	// FailureReason explains a fail-closed choice.

@@ -61,6 +61,8 @@ func TestSnapshotInvalidModel(t *testing.T) {
 			m.Domains[0].Rules[0].SubShards = &SubShards{Count: 1, Attribute: "k"}
 		}, "sub_shards count 1 is out of range"},
 		{"lease bounds", func(m *Model) { m.Domains[0].Rules[0].Lease.Min = 9 }, "lease min 9 is above lease max 5"},
+		{"negative dwell", func(m *Model) { m.Domains[0].Governance.SoftDwellMs = -1 },
+			"domains.d.governance.dwell: governance dwell shadow 0ms and soft -1ms must not be negative"},
 		// Checks about how a policy is written are let through: the enforcer reads no sources,
 		// and a canary at 0% is soft everywhere.
 		{"key without a source", func(m *Model) { m.Domains[0].Sources = nil }, ""},
@@ -133,7 +135,14 @@ func randomModel(rng *rand.Rand) *Model {
 	}
 	m := &Model{}
 	for i := rng.Intn(3); i > 0; i-- {
-		d := &Domain{Name: str(), Pos: pos(), Gateway: Gateway{i64(), i64()}, CriticalPaths: strs()}
+		d := &Domain{Name: str(), Pos: pos(), Gateway: Gateway{i64(), i64()}, CriticalPaths: strs(),
+			Governance: Governance{i64(), i64(), rng.Intn(2) == 0, str(), nil, pos()}}
+		for k := rng.Intn(3); k > 0; k-- {
+			if d.Governance.Removed == nil {
+				d.Governance.Removed = map[string]string{}
+			}
+			d.Governance.Removed[str()] = str()
+		}
 		for j := rng.Intn(3); j > 0; j-- {
 			s := &Source{Key: str(), Kind: SourceKind(str()), Pos: pos(), Header: str(), Claim: str(),
 				MetadataNamespace: str(), MetadataKey: str(), Mask: Mask(str()), Value: str(),
@@ -144,7 +153,7 @@ func randomModel(rng *rand.Rand) *Model {
 			d.Sources = append(d.Sources, s)
 		}
 		for j := rng.Intn(4); j > 0; j-- {
-			r := &Rule{Name: str(), Pos: pos(), Stage: Stage{StageName(str()), rng.Intn(101), str(), pos()},
+			r := &Rule{Name: str(), Pos: pos(), Stage: Stage{StageName(str()), rng.Intn(101), str(), str(), pos()}, Reason: str(),
 				FailureMode: FailureMode(str()), FailureReason: str(), StoreTimeoutMs: i64(),
 				Lease: Lease{i64(), i64(), i64(), i64(), i64(), i64()}, Owner: str(),
 				ExpectedPeakQPS: i64(), Gateways: i64(), DriftToleranceBP: i64(), Legit: strs()}
@@ -191,5 +200,30 @@ func TestContentHashIgnoresPositions(t *testing.T) {
 	b.Domains[0].Rules[0].Owner = "someone"
 	if hc, _ := ContentHash(b); hc == ha {
 		t.Errorf("hash after a change of owner: got %s, want a different hash", hc)
+	}
+}
+
+// TestSnapshotWithoutGovernance: a model without governance (as a snapshot written before it
+// existed holds) writes no governance field, so its content_hash is what it was.
+func TestSnapshotWithoutGovernance(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteSnapshot(&b, validModel()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "governance") {
+		t.Errorf("got snapshot\n%s\nwant no governance field", b.String())
+	}
+	m := validModel()
+	m.Domains[0].Governance = Governance{ShadowDwellMs: 1, NewRulesAtShadow: true}
+	b.Reset()
+	if err := WriteSnapshot(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSnapshot(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Domains[0].Governance, m.Domains[0].Governance) {
+		t.Errorf("got governance %+v, want %+v", got.Domains[0].Governance, m.Domains[0].Governance)
 	}
 }

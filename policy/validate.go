@@ -18,7 +18,8 @@ const MaxWindowMs = 365 * 24 * 3600 * 1000
 // ("duplicate-match"), match keys and sub-shard attributes no source produces
 // ("unknown-descriptor"), a minimum lease above the maximum ("lease-bounds") and a canary without
 // a share of instances ("canary-percent"). The rest are values no model may hold, such as a zero
-// window, an unknown algorithm, stage or failure mode, a bad sub-shard count or a negative timing,
+// window, an unknown algorithm, stage or failure mode, a bad sub-shard count or a negative timing
+// or dwell,
 // and a sub-sharded rule whose shard entry a deeper rule would take. A zero timing is not one:
 // the engine reads a zero lease setting as its default, and the enforcer takes its store timeout
 // from its own flag. The loader's schema requires positive timings all the same.
@@ -57,6 +58,10 @@ func (v *validator) domain(d *Domain) {
 	if d.Gateway.RLSTimeoutMs < 0 || d.Gateway.PerKeyQPSBudget < 0 {
 		v.add("", dp+".gateway", []Pos{d.Pos}, "gateway rls_timeout %dms and per_key_qps_budget %d must not be negative",
 			d.Gateway.RLSTimeoutMs, d.Gateway.PerKeyQPSBudget)
+	}
+	if g := d.Governance; g.ShadowDwellMs < 0 || g.SoftDwellMs < 0 {
+		v.add("", dp+".governance.dwell", []Pos{g.Pos, d.Pos}, "governance dwell shadow %dms and soft %dms must not be negative",
+			g.ShadowDwellMs, g.SoftDwellMs)
 	}
 	keys := map[string]bool{}
 	for _, s := range d.Sources {

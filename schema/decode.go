@@ -30,6 +30,7 @@ const (
 	DefaultSubjectClaim        = "sub"
 	DefaultAPIKeyHeader        = "x-api-key"
 	DefaultFingerprintHeader   = "x-ja4"
+	DefaultDwellMs             = 7 * 24 * 3600 * 1000 // governance: 7 days in shadow, 7 in soft
 )
 
 // decoder turns the validated user value into the model, collecting problems as it goes. It reads
@@ -258,6 +259,7 @@ func (d *decoder) domain(name string, v cue.Value) *policy.Domain {
 		dom.Sources = append(dom.Sources, d.source(f.name, f.v))
 	}
 	dom.CriticalPaths = d.strings(o.get("critical_paths"))
+	dom.Governance = d.governance(o.get("governance"), dom.Pos)
 	defaults := objectOf(o.get("defaults"))
 	leaseDefaults := objectOf(defaults.get("lease"))
 	dom.Rules = []*policy.Rule{}
@@ -270,6 +272,37 @@ func (d *decoder) domain(name string, v cue.Value) *policy.Domain {
 	sort.SliceStable(dom.Rules, func(i, j int) bool { return posLess(dom.Rules[i].Pos, dom.Rules[j].Pos) })
 	policy.SortRules(dom.Rules)
 	return dom
+}
+
+// governance decodes a domain's governance block, with its defaults when there is none.
+func (d *decoder) governance(v cue.Value, domainPos policy.Pos) policy.Governance {
+	g := policy.Governance{Pos: domainPos}
+	if v.Exists() {
+		g.Pos = pos(v)
+	}
+	o := objectOf(v)
+	dwell := objectOf(o.get("dwell"))
+	g.ShadowDwellMs, _ = d.duration(dwell.get("shadow"), DefaultDwellMs)
+	g.SoftDwellMs, _ = d.duration(dwell.get("soft"), DefaultDwellMs)
+	g.NewRulesAtShadow = true
+	if ns := o.get("new_rules_at_shadow"); ns.Exists() {
+		b, err := ns.Bool()
+		if err != nil {
+			d.errorf(ns, "%v", err)
+		}
+		g.NewRulesAtShadow = b
+	}
+	g.OptOutReason = d.optStr(o.get("opt_out_reason"), "")
+	if !g.NewRulesAtShadow && strings.TrimSpace(g.OptOutReason) == "" {
+		d.errorf(o.get("new_rules_at_shadow"), "opt_out_reason is required when new_rules_at_shadow is false")
+	}
+	for _, f := range fields(o.get("removed")) {
+		if g.Removed == nil {
+			g.Removed = map[string]string{}
+		}
+		g.Removed[f.name] = d.str(f.v)
+	}
+	return g
 }
 
 func (d *decoder) source(key string, v cue.Value) *policy.Source {
@@ -360,6 +393,7 @@ func (d *decoder) rule(name string, v cue.Value, defaults, leaseDefaults object)
 	for _, e := range elems(o.get("limits")) {
 		r.Limits = append(r.Limits, d.limit(e))
 	}
+	r.Reason = d.optStr(o.get("reason"), "")
 	d.stage(r, setting(o, defaults, "stage"))
 	d.failure(r, setting(o, defaults, "failure"))
 	r.StoreTimeoutMs = d.ms(setting(o, defaults, "store_timeout"), DefaultStoreTimeoutMs)
@@ -409,6 +443,7 @@ func (d *decoder) stage(r *policy.Rule, v cue.Value) {
 		Name:          policy.StageName(d.str(o.get("name"))),
 		CanaryPercent: int(d.int(o.get("percent"), 0)),
 		Since:         d.optStr(o.get("since"), ""),
+		Hold:          d.optStr(o.get("hold"), ""),
 		Pos:           pos(v),
 	}
 	// The schema checks the form YYYY-MM-DD; this checks the day exists.

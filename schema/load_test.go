@@ -156,6 +156,59 @@ func TestLoadDefaults(t *testing.T) {
 	}
 }
 
+// TestLoadGovernance decodes a domain's governance block, a stage's hold and a rule's reason,
+// and the defaults of a domain without governance.
+func TestLoadGovernance(t *testing.T) {
+	const src = `package policies
+
+domains: d: {
+	sources: tenant_id: {kind: "header", header: "x-tenant-id"}
+	governance: {
+		dwell: {shadow: "3d", soft: "36h"}
+		new_rules_at_shadow: false
+		opt_out_reason:      "internal API, no external callers"
+		removed: legacy: "replaced by tenant"
+	}
+	rules: r: {
+		match: [{key: "tenant_id"}]
+		limits: [{requests: 10, window: "1s"}]
+		stage: {name: "shadow", since: "2025-06-02", hold: "waiting for the Q3 traffic review"}
+		reason: "the ledger owns its own limits now"
+	}
+}
+domains: e: {
+	sources: tenant_id: {kind: "header", header: "x-tenant-id"}
+	rules: r: {match: [{key: "tenant_id"}], limits: [{requests: 10, window: "1s"}]}
+}
+`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, e := m.Domain("d"), m.Domain("e")
+	want := policy.Governance{ShadowDwellMs: 3 * 86400000, SoftDwellMs: 36 * 3600000,
+		OptOutReason: "internal API, no external callers", Removed: map[string]string{"legacy": "replaced by tenant"},
+		Pos: policy.Pos{File: filepath.Join(dir, "p.cue"), Line: 5, Col: 2}}
+	if got := d.Governance; !reflect.DeepEqual(got, want) {
+		t.Errorf("governance: got %+v, want %+v", got, want)
+	}
+	if got, want := e.Governance, (policy.Governance{ShadowDwellMs: DefaultDwellMs, SoftDwellMs: DefaultDwellMs,
+		NewRulesAtShadow: true, Pos: e.Pos}); !reflect.DeepEqual(got, want) {
+		t.Errorf("default governance: got %+v, want %+v", got, want)
+	}
+	r := d.Rules[0]
+	if r.Stage.Hold != "waiting for the Q3 traffic review" || r.Reason != "the ledger owns its own limits now" {
+		t.Errorf("got hold %q reason %q, want both set", r.Stage.Hold, r.Reason)
+	}
+	if got, want := d.Dwell(policy.StageSoft), int64(36*3600000); got != want {
+		t.Errorf("Dwell(soft): got %d, want %d", got, want)
+	}
+}
+
 // TestLoadPrecedence checks that rules spread over files come out in Lookup's order: level by
 // level, exact before wildcard (in declared order) before key only, parents before children.
 func TestLoadPrecedence(t *testing.T) {

@@ -70,6 +70,12 @@ func TestLoadProblems(t *testing.T) {
 			`source name "tenant id" must start`, "5:11", `domains.d.sources."tenant id"`, ""},
 		{"bad region name", rule(`regions: {"us east": 100}`),
 			`region name "us east" must start`, "8:13", `domains.d.rules.r.regions."us east"`, ""},
+		{"opt-out without a reason", strings.Replace(rule(""), "\trules:", "\tgovernance: new_rules_at_shadow: false\n\trules:", 1),
+			"opt_out_reason is required when new_rules_at_shadow is false", "5:14", "domains.d.governance.new_rules_at_shadow", ""},
+		{"bad dwell", strings.Replace(rule(""), "\trules:", "\tgovernance: dwell: shadow: \"1w\"\n\trules:", 1),
+			"duration must be a whole number", "5:29", "domains.d.governance.dwell.shadow", ""},
+		{"empty hold", rule(`stage: {name: "shadow", since: "2025-01-01", hold: ""}`),
+			"hold must not be empty", "8:54", "domains.d.rules.r.stage.hold", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
