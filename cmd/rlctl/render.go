@@ -105,11 +105,22 @@ func newRenderCmd() *cobra.Command {
 	return cmd
 }
 
-// targetHelp lists the targets for the command's help.
+// targetHelp lists the targets for the command's help, each described in lines of at most 80
+// columns.
 func targetHelp() string {
 	var b strings.Builder
 	for _, t := range render.Targets() {
-		fmt.Fprintf(&b, "  %-11s %s: %s\n", t.Name, strings.Join(t.Formats, ", "), t.Doc)
+		line := fmt.Sprintf("  %-11s", t.Name)
+		for _, w := range strings.Fields("(" + strings.Join(t.Formats, ", ") + ") " + t.Doc) {
+			if len(line)+1+len(w) > 80 {
+				b.WriteString(line + "\n")
+				line = strings.Repeat(" ", 14)
+			} else {
+				line += " "
+			}
+			line += w
+		}
+		b.WriteString(line + "\n")
 	}
 	return b.String()
 }
