@@ -1,7 +1,8 @@
 // Package lint owns rlctl's policy checks: the semantic rules that CUE cannot express (duplicate
 // and unreachable matches, descriptor keys no source produces, numbers outside the engine's exact
-// range, leasing drift and stranding, failure modes, hot keys, rollout stages and region shares).
-// Each check has an ID (RL001, RL002, ...), a severity and an explanation; see Rules.
+// range, leasing drift and stranding, failure modes, hot keys, rollout stages and region shares),
+// and the governance checks of a change against its base (Governance: new rules at shadow, one
+// stage at a time, minimum dwell, stage dates, reasons for weakening a critical path). Each check has an ID (RL001, RL002, ...), a severity and an explanation; see Rules.
 //
 // Lint reads the compiled model (policy.Model) and reports findings (finding.Finding). A few checks
 // are the model's own (policy.Model.Validate: duplicate matches RL001, unknown descriptor keys
@@ -93,6 +94,9 @@ func Lint(m *policy.Model) []finding.Finding {
 func Rules() []finding.Rule {
 	rules := []finding.Rule{loadRule}
 	for _, c := range checks {
+		rules = append(rules, c.Rule)
+	}
+	for _, c := range governanceChecks {
 		rules = append(rules, c.Rule)
 	}
 	return rules

@@ -2,6 +2,7 @@ package lint
 
 import (
 	"strings"
+	"time"
 
 	"github.com/rlctl/rlctl/finding"
 	"github.com/rlctl/rlctl/policy"
@@ -15,6 +16,21 @@ import (
 // tool error only, such as a path that does not exist (wrapping fs.ErrNotExist) or a directory
 // without policy files (wrapping schema.ErrNoPolicies).
 func Run(paths ...string) ([]finding.Finding, error) {
+	return RunWith(Options{}, paths...)
+}
+
+// Options are what a lint run compares against.
+type Options struct {
+	// Base is the policy a change is made to; when it is not nil, the governance checks run
+	// (see Governance).
+	Base *policy.Model
+	// Today is the day of the check, for the governance checks' dwell and dates.
+	Today time.Time
+}
+
+// RunWith is Run, with the governance checks of the change from opts.Base when it is set. A
+// policy that does not decode gets its load problems only, as with Run.
+func RunWith(opts Options, paths ...string) ([]finding.Finding, error) {
 	m, probs, err := schema.LoadWithProblems(paths...)
 	if err != nil {
 		return nil, err
@@ -23,7 +39,12 @@ func Run(paths ...string) ([]finding.Finding, error) {
 		return ProblemFindings(probs), nil
 	}
 	// Lint reports the model's own problems (policy.Model.Validate), which are all of probs.
-	return Lint(m), nil
+	out := Lint(m)
+	if opts.Base != nil {
+		out = append(out, Governance(opts.Base, m, opts.Today)...)
+		finding.Sort(out)
+	}
+	return out, nil
 }
 
 // ProblemFindings turns the loader's or the model's problems into findings, sorted by position. A

@@ -1,0 +1,373 @@
+package lint
+
+import (
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/rlctl/rlctl/finding"
+	"github.com/rlctl/rlctl/policy"
+)
+
+// This file holds the governance checks (RL020 to RL026): rules about a change of a policy,
+// which compare the policy under review (head) with the one it changes (base). rlctl lint runs
+// them with --base only.
+//
+// A head rule is the same rule as a base rule of its domain when it has the same name or, when
+// no base rule has its name, the same match (a rename). A head rule with neither is new; a base
+// rule with no head rule is removed.
+
+// govCheck is one governance rule: its description and the function that inspects the change of
+// one domain.
+type govCheck struct {
+	finding.Rule
+	run func(c *domainChange, e *emitter)
+}
+
+// domainChange is one domain at base and at head. base is nil for a new domain; head is nil for
+// a removed one.
+type domainChange struct {
+	base, head *policy.Domain
+	// rules pairs every head rule with its base rule (nil for a new rule), in head's order.
+	rules []rulePair
+	// removed are the base rules that have no head rule.
+	removed []*policy.Rule
+	// today is the day of the check, at 00:00 UTC.
+	today time.Time
+}
+
+type rulePair struct {
+	base, head *policy.Rule
+}
+
+// Governance runs the governance checks on the change from base to head, as of the day today
+// (only its UTC date counts), and returns the findings sorted by position. Findings are at head
+// positions; a removed rule's is its domain's governance block (the domain's position when it has
+// none), or the base rule's when the whole domain is gone.
+func Governance(base, head *policy.Model, today time.Time) []finding.Finding {
+	if base == nil || head == nil {
+		return nil
+	}
+	y, m, d := today.UTC().Date()
+	day := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	var out []finding.Finding
+	for _, c := range changes(base, head, day) {
+		dom := c.head
+		if dom == nil {
+			dom = c.base
+		}
+		for i := range governanceChecks {
+			gc := &governanceChecks[i]
+			e := emitter{rule: &gc.Rule, domain: dom}
+			gc.run(c, &e)
+			out = append(out, e.out...)
+		}
+	}
+	finding.Sort(out)
+	return out
+}
+
+// changes pairs the domains and rules of base and head.
+func changes(base, head *policy.Model, today time.Time) []*domainChange {
+	var cs []*domainChange
+	for _, hd := range head.Domains {
+		c := &domainChange{base: base.Domain(hd.Name), head: hd, today: today}
+		var baseRules []*policy.Rule
+		if c.base != nil {
+			baseRules = c.base.Rules
+		}
+		byName := map[string]*policy.Rule{}
+		byMatch := map[string]*policy.Rule{}
+		for _, r := range baseRules {
+			byName[r.Name] = r
+			byMatch[policy.MatchKey(r.Match)] = r
+		}
+		headNames := map[string]bool{}
+		for _, r := range hd.Rules {
+			headNames[r.Name] = true
+		}
+		used := map[*policy.Rule]bool{}
+		for _, r := range hd.Rules {
+			b := byName[r.Name]
+			if b == nil {
+				// A rename: a base rule with the same match whose name head no longer has.
+				if o := byMatch[policy.MatchKey(r.Match)]; o != nil && !headNames[o.Name] && !used[o] {
+					b = o
+				}
+			}
+			if b != nil {
+				used[b] = true
+			}
+			c.rules = append(c.rules, rulePair{base: b, head: r})
+		}
+		for _, r := range baseRules {
+			if !used[r] {
+				c.removed = append(c.removed, r)
+			}
+		}
+		cs = append(cs, c)
+	}
+	for _, bd := range base.Domains {
+		if head.Domain(bd.Name) == nil {
+			cs = append(cs, &domainChange{base: bd, removed: bd.Rules, today: today})
+		}
+	}
+	return cs
+}
+
+// optedOut reports whether the head domain lets new and tightened rules skip shadow: it says so
+// and gives a reason.
+func (c *domainChange) optedOut() bool {
+	g := c.head.Governance
+	return !g.NewRulesAtShadow && strings.TrimSpace(g.OptOutReason) != ""
+}
+
+// dwell is the least time a rule stays in stage: the longer of the base's and the head's, so that
+// a change cannot shorten the dwell it is judged by.
+func (c *domainChange) dwell(stage policy.StageName) int64 {
+	d := c.head.Dwell(stage)
+	if c.base != nil {
+		d = max(d, c.base.Dwell(stage))
+	}
+	return d
+}
+
+// stageOf returns r's stage name, enforce when it has none (as the loader decodes it).
+func stageOf(r *policy.Rule) policy.StageName {
+	if r.Stage.Name == "" {
+		return policy.StageEnforce
+	}
+	return r.Stage.Name
+}
+
+// checkEnterAtShadow reports a new rule, or a rule with a tighter limit, that is not at shadow
+// (RL020).
+func checkEnterAtShadow(c *domainChange, e *emitter) {
+	if c.head == nil || c.optedOut() {
+		return
+	}
+	const fix = "(or set governance new_rules_at_shadow: false with an opt_out_reason)"
+	for _, p := range c.rules {
+		st := stageOf(p.head)
+		if st == policy.StageShadow {
+			continue
+		}
+		if p.base == nil {
+			e.at(p.head.Stage.Pos, p.head, "is new and enters at %q, want \"shadow\" %s", st, fix)
+			continue
+		}
+		if what, ok := tightened(p.base, p.head); ok {
+			e.at(p.head.Stage.Pos, p.head, "%s (base %s) and is at %q, want \"shadow\" %s", what, p.base.Pos, st, fix)
+		}
+	}
+}
+
+// tightened says how r's limits got tighter than base's: a limit whose rate (requests per
+// window) or capacity (burst) is lower, or a limit base did not have. Limits are compared by
+// position.
+func tightened(base, r *policy.Rule) (string, bool) {
+	for i, l := range r.Limits {
+		if i >= len(base.Limits) {
+			return fmt.Sprintf("has a new %s %s", limitName(r, i), rateString(l.Requests, l.WindowMs)), true
+		}
+		b := base.Limits[i]
+		// l.Requests/l.WindowMs < b.Requests/b.WindowMs, exactly.
+		lhs := new(big.Int).Mul(big.NewInt(l.Requests), big.NewInt(b.WindowMs))
+		rhs := new(big.Int).Mul(big.NewInt(b.Requests), big.NewInt(l.WindowMs))
+		if lhs.Cmp(rhs) < 0 {
+			return fmt.Sprintf("%s tightened from %s to %s (%s)", limitName(r, i),
+				rateString(b.Requests, b.WindowMs), rateString(l.Requests, l.WindowMs), percentChange(lhs, rhs)), true
+		}
+		if l.Burst < b.Burst {
+			return fmt.Sprintf("%s burst tightened from %d to %d", limitName(r, i), b.Burst, l.Burst), true
+		}
+	}
+	return "", false
+}
+
+// percentChange formats (lhs−rhs)/rhs as a whole percentage rounded toward zero, such as "−25%".
+func percentChange(lhs, rhs *big.Int) string {
+	if rhs.Sign() == 0 {
+		return "new"
+	}
+	d := new(big.Int).Sub(lhs, rhs)
+	d.Mul(d, big.NewInt(100))
+	d.Quo(d, rhs)
+	if d.Sign() < 0 {
+		return "−" + new(big.Int).Neg(d).String() + "%"
+	}
+	return "+" + d.String() + "%"
+}
+
+// rateString formats a rate as "150/1s".
+func rateString(requests, windowMs int64) string {
+	return fmt.Sprintf("%d/%s", requests, durationString(windowMs))
+}
+
+// durationString formats ms in the largest unit that divides it, as a policy writes it: "1s",
+// "36h", "7d".
+func durationString(ms int64) string {
+	for _, u := range []struct {
+		ms   int64
+		unit string
+	}{{86_400_000, "d"}, {3_600_000, "h"}, {60_000, "m"}, {1000, "s"}} {
+		if ms != 0 && ms%u.ms == 0 {
+			return fmt.Sprintf("%d%s", ms/u.ms, u.unit)
+		}
+	}
+	return fmt.Sprintf("%dms", ms)
+}
+
+// checkStageSkip reports a rule that advanced more than one stage (RL021).
+func checkStageSkip(c *domainChange, e *emitter) {
+	for _, p := range c.rules {
+		if p.base == nil {
+			continue
+		}
+		from, to := stageOf(p.base), stageOf(p.head)
+		i, j := from.Index(), to.Index()
+		if i < 0 || j <= i+1 {
+			continue
+		}
+		next, _ := from.Next()
+		e.at(p.head.Stage.Pos, p.head, "advanced from %q to %q, skipping %s: stages advance one at a time, next is %q (base %s)",
+			from, to, skipped(i, j), next, p.base.Stage.Pos)
+	}
+}
+
+// skipped lists the stages strictly between indexes i and j, such as `"soft" and "canary"`.
+func skipped(i, j int) string {
+	var names []string
+	for n := policy.StageShadow; ; {
+		if k := n.Index(); k > i && k < j {
+			names = append(names, fmt.Sprintf("%q", n))
+		}
+		next, ok := n.Next()
+		if !ok {
+			break
+		}
+		n = next
+	}
+	return strings.Join(names, " and ")
+}
+
+// checkDwell reports a rule that left shadow or soft before its minimum dwell, counted in whole
+// days from the base stage's since to today (RL022).
+func checkDwell(c *domainChange, e *emitter) {
+	for _, p := range c.rules {
+		if p.base == nil {
+			continue
+		}
+		from, to := stageOf(p.base), stageOf(p.head)
+		if to.Index() <= from.Index() {
+			continue
+		}
+		dwell := c.dwell(from)
+		if dwell <= 0 {
+			continue
+		}
+		want := durationString(dwell)
+		since, err := time.Parse(time.DateOnly, p.base.Stage.Since)
+		if err != nil {
+			e.at(p.head.Stage.Pos, p.head, "advanced from %q to %q, but its base stage has no since (base %s): the %s dwell in %q cannot be counted",
+				from, to, p.base.Stage.Pos, want, from)
+			continue
+		}
+		days := int64(c.today.Sub(since) / (24 * time.Hour))
+		if days*86_400_000 < dwell {
+			e.at(p.head.Stage.Pos, p.head, "advanced from %q to %q after %s in %q (since %s, base %s), want at least %s (governance dwell %s)",
+				from, to, dayCount(days), from, p.base.Stage.Since, p.base.Stage.Pos, want, from)
+		}
+	}
+}
+
+func dayCount(n int64) string {
+	if n == 1 {
+		return "1 day"
+	}
+	return fmt.Sprintf("%d days", n)
+}
+
+// checkSinceUpdated reports a stage change whose since did not move forward, and a since moved
+// back while the stage stayed (RL023).
+func checkSinceUpdated(c *domainChange, e *emitter) {
+	for _, p := range c.rules {
+		if p.base == nil {
+			continue
+		}
+		from, to := stageOf(p.base), stageOf(p.head)
+		bs, hs := p.base.Stage.Since, p.head.Stage.Since
+		switch {
+		case hs == "" || bs == "":
+			// A stage without a date is RL014's; nothing to compare.
+		case from != to && hs <= bs:
+			e.at(p.head.Stage.Pos, p.head, "stage changed from %q to %q but since %s is not after the base's %s (base %s): set since to the day the new stage began",
+				from, to, hs, bs, p.base.Stage.Pos)
+		case from == to && hs < bs:
+			e.at(p.head.Stage.Pos, p.head, "since moved back from %s to %s while the stage stayed %q (base %s): that counts dwell that did not happen",
+				bs, hs, to, p.base.Stage.Pos)
+		}
+	}
+}
+
+// checkSinceFuture reports a stage whose since is after today (RL024).
+func checkSinceFuture(c *domainChange, e *emitter) {
+	if c.head == nil {
+		return
+	}
+	today := c.today.Format(time.DateOnly)
+	for _, p := range c.rules {
+		if s := p.head.Stage.Since; s != "" && s > today {
+			e.at(p.head.Stage.Pos, p.head, "stage %q since %s is in the future (today is %s)", stageOf(p.head), s, today)
+		}
+	}
+}
+
+// onCriticalPath returns the critical path r selects in d, if d is not nil.
+func onCriticalPath(d *policy.Domain, r *policy.Rule) (criticalMatch, bool) {
+	if d == nil || r == nil {
+		return criticalMatch{}, false
+	}
+	return criticalPath(d, r)
+}
+
+// checkCriticalFailOpen reports a rule on a critical path, at base or at head, that went from
+// fail-closed to fail-open without a reason (RL025).
+func checkCriticalFailOpen(c *domainChange, e *emitter) {
+	for _, p := range c.rules {
+		if p.base == nil || p.base.FailureMode != policy.FailClosed || p.head.FailureMode != policy.FailOpen ||
+			strings.TrimSpace(p.head.Reason) != "" {
+			continue
+		}
+		cm, ok := onCriticalPath(c.base, p.base)
+		if !ok {
+			cm, ok = onCriticalPath(c.head, p.head)
+		}
+		if ok {
+			e.at(p.head.Pos, p.head, "goes from fail-closed (base %s) to fail-open on critical path %q without a reason: set the rule's reason",
+				p.base.Pos, cm.pattern)
+		}
+	}
+}
+
+// checkCriticalRemoved reports a rule on a critical path at base that head removed without a
+// reason in governance.removed (RL026).
+func checkCriticalRemoved(c *domainChange, e *emitter) {
+	for _, r := range c.removed {
+		cm, ok := onCriticalPath(c.base, r)
+		if !ok {
+			continue
+		}
+		if c.head == nil {
+			e.at(r.Pos, r, "on critical path %q is removed with its domain (base %s): remove the rule first, with a reason in governance.removed, then the domain",
+				cm.pattern, r.Pos)
+			continue
+		}
+		if strings.TrimSpace(c.head.Governance.Removed[r.Name]) != "" {
+			continue
+		}
+		e.at(c.head.Governance.Pos, r, "on critical path %q is removed (base %s) without a reason: add governance: removed: %s: \"...\"",
+			cm.pattern, r.Pos, policy.Path(r.Name))
+	}
+}

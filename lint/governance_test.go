@@ -1,0 +1,232 @@
+package lint
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlctl/rlctl/finding"
+	"github.com/rlctl/rlctl/internal/golden"
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
+)
+
+// govToday is the day the governance tests run on.
+var govToday = time.Date(2025, 6, 20, 15, 4, 5, 0, time.UTC)
+
+// TestGovernanceRepos lints each head/ under testdata/governance against its base/, on
+// govToday, and compares the text output with its want.txt (go test -update rewrites them). A
+// directory named after a rule wants that rule's findings only; "good" wants none.
+func TestGovernanceRepos(t *testing.T) {
+	dirs, err := os.ReadDir("testdata/governance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{}
+	for _, d := range dirs {
+		t.Run(d.Name(), func(t *testing.T) {
+			dir := filepath.Join("testdata", "governance", d.Name())
+			base, err := schema.Load(filepath.Join(dir, "base"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs, err := RunWith(Options{Base: base, Today: govToday}, filepath.Join(dir, "head"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Name() == "good" {
+				if len(fs) != 0 {
+					t.Fatalf("got %d findings, want none:\n%s", len(fs), lines(fs))
+				}
+				return
+			}
+			want, _, _ := strings.Cut(d.Name(), "-")
+			covered[want] = true
+			if len(fs) == 0 {
+				t.Errorf("got no findings, want %s", want)
+			}
+			for _, f := range fs {
+				if f.ID != want {
+					t.Errorf("got %s, want only %s findings", f, want)
+				}
+				if f.Pos.File == "" || f.Pos.Line == 0 || f.Pos.Col == 0 || f.Domain == "" || f.Rule == "" {
+					t.Errorf("got finding without file:line:col, domain or rule: %s", f)
+				}
+			}
+			var buf bytes.Buffer
+			if err := (finding.Text{}).Write(&buf, &finding.Report{Findings: fs}); err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, filepath.Join(dir, "want.txt"), buf.Bytes())
+		})
+	}
+	for _, c := range governanceChecks {
+		if !covered[c.ID] {
+			t.Errorf("no directory in testdata/governance for %s", c.ID)
+		}
+	}
+}
+
+// govModel is the base of the governance cases: goodModel with acme in shadow since
+// 2025-06-02 and the default dwells.
+func govModel() *policy.Model {
+	m := goodModel()
+	m.Domains[0].Governance = policy.Governance{ShadowDwellMs: 7 * 86_400_000, SoftDwellMs: 7 * 86_400_000,
+		NewRulesAtShadow: true, Pos: at(8)}
+	rule(m, "acme").Stage = policy.Stage{Name: policy.StageShadow, Since: "2025-06-02", Pos: at(12)}
+	return m
+}
+
+// TestGovernance changes govModel and checks the governance findings: each case wants exactly
+// the findings listed (ID and a substring of the message), in order.
+func TestGovernance(t *testing.T) {
+	type want struct{ id, msg string }
+	stage := func(m *policy.Model, name string, st policy.StageName, since string) {
+		r := rule(m, name)
+		r.Stage.Name, r.Stage.Since = st, since
+	}
+	tests := []struct {
+		name string
+		base func(m *policy.Model) // nil: govModel as it is
+		head func(m *policy.Model)
+		want []want
+	}{
+		{"no change", nil, func(m *policy.Model) {}, nil},
+
+		{"new rule at shadow", nil, func(m *policy.Model) {
+			addRule(m, "beta", match("tenant", "beta")).Stage = policy.Stage{Name: policy.StageShadow, Since: "2025-06-20"}
+		}, nil},
+		{"new rule at enforce", nil, func(m *policy.Model) {
+			addRule(m, "beta", match("tenant", "beta")).Stage = policy.Stage{Name: policy.StageEnforce}
+		},
+			[]want{{"RL020", `rule "beta": is new and enters at "enforce", want "shadow"`}}},
+		{"new rule with an opt-out", nil, func(m *policy.Model) {
+			g := &m.Domains[0].Governance
+			g.NewRulesAtShadow, g.OptOutReason = false, "internal API"
+			addRule(m, "beta", match("tenant", "beta")).Stage = policy.Stage{Name: policy.StageEnforce}
+		}, nil},
+		{"an opt-out needs its reason", nil, func(m *policy.Model) {
+			m.Domains[0].Governance.NewRulesAtShadow = false
+			addRule(m, "beta", match("tenant", "beta")).Stage = policy.Stage{Name: policy.StageEnforce}
+		}, []want{{"RL020", "is new"}}},
+		{"new domain", func(m *policy.Model) { m.Domains = nil }, func(m *policy.Model) { *m = *govModel() },
+			[]want{{"RL020", `rule "enterprise"`}, {"RL020", `rule "tenants"`},
+				{"RL020", `rule "anon"`}, {"RL020", `rule "gold"`}, {"RL020", `rule "payments"`}}},
+		{"rate tightened", nil, func(m *policy.Model) { rule(m, "tenants").Limits[0].Requests = 37500 },
+			[]want{{"RL020", `rule "tenants": limit tightened from 50000/1m to 37500/1m (−25%) (base p.cue:25:3) and is at "enforce"`}}},
+		{"rate tightened through the window", nil, func(m *policy.Model) { rule(m, "tenants").Limits[0].WindowMs = 120_000 },
+			[]want{{"RL020", "limit tightened from 50000/1m to 50000/2m (−50%)"}}},
+		{"rate loosened", nil, func(m *policy.Model) { rule(m, "tenants").Limits[0].Requests = 60000 }, nil},
+		{"burst tightened", nil, func(m *policy.Model) { rule(m, "tenants").Limits[0].Burst = 100 },
+			[]want{{"RL020", "limit burst tightened from 50000 to 100"}}},
+		{"limit added", nil, func(m *policy.Model) {
+			r := rule(m, "tenants")
+			r.Limits = append(r.Limits, policy.Limit{Requests: 1000000, WindowMs: 86_400_000, Burst: 1000000, Algorithm: policy.TokenBucket, Cost: 1})
+		}, []want{{"RL020", "has a new limit 2 1000000/1d"}}},
+		{"tightened in shadow", nil, func(m *policy.Model) { rule(m, "acme").Limits[0].Requests = 100 }, nil},
+
+		{"one step", nil, func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-20") }, nil},
+		{"two steps", nil, func(m *policy.Model) {
+			stage(m, "acme", policy.StageCanary, "2025-06-20")
+			rule(m, "acme").Stage.CanaryPercent = 5
+		}, []want{{"RL021", `rule "acme": advanced from "shadow" to "canary", skipping "soft": stages advance one at a time, next is "soft" (base p.cue:12:3)`}}},
+		{"three steps", nil, func(m *policy.Model) { stage(m, "acme", policy.StageEnforce, "2025-06-20") },
+			[]want{{"RL021", `skipping "soft" and "canary"`}}},
+		{"rollback to shadow", func(m *policy.Model) { stage(m, "tenants", policy.StageCanary, "2025-06-01") },
+			func(m *policy.Model) { stage(m, "tenants", policy.StageShadow, "2025-06-20") }, nil},
+
+		{"dwell not met", nil, func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-20") }, nil},
+		{"dwell of 18 days, want 30", func(m *policy.Model) { m.Domains[0].Governance.ShadowDwellMs = 30 * 86_400_000 },
+			func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-20") },
+			[]want{{"RL022", `advanced from "shadow" to "soft" after 18 days in "shadow" (since 2025-06-02, base p.cue:12:3), want at least 30d (governance dwell shadow)`}}},
+		{"head cannot shorten the dwell", func(m *policy.Model) { m.Domains[0].Governance.ShadowDwellMs = 30 * 86_400_000 },
+			func(m *policy.Model) {
+				m.Domains[0].Governance.ShadowDwellMs = 0
+				stage(m, "acme", policy.StageSoft, "2025-06-20")
+			}, []want{{"RL022", "want at least 30d"}}},
+		{"soft dwell of 36h", func(m *policy.Model) {
+			m.Domains[0].Governance.SoftDwellMs = 36 * 3_600_000
+			stage(m, "acme", policy.StageSoft, "2025-06-19")
+		}, func(m *policy.Model) {
+			stage(m, "acme", policy.StageCanary, "2025-06-20")
+			rule(m, "acme").Stage.CanaryPercent = 5
+		}, []want{{"RL022", `after 1 day in "soft" (since 2025-06-19, base p.cue:12:3), want at least 36h`}}},
+		{"no base since", func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "") },
+			func(m *policy.Model) {
+				stage(m, "acme", policy.StageCanary, "2025-06-20")
+				rule(m, "acme").Stage.CanaryPercent = 5
+			}, []want{{"RL022", `but its base stage has no since (base p.cue:12:3): the 7d dwell in "soft" cannot be counted`}}},
+		{"zero dwell", func(m *policy.Model) {
+			m.Domains[0].Governance.ShadowDwellMs = 0
+			stage(m, "acme", policy.StageShadow, "2025-06-20")
+		}, func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-21") },
+			[]want{{"RL024", `stage "soft" since 2025-06-21 is in the future (today is 2025-06-20)`}}},
+
+		{"since unchanged", nil, func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-02") },
+			[]want{{"RL023", `stage changed from "shadow" to "soft" but since 2025-06-02 is not after the base's 2025-06-02`}}},
+		{"since moved back", nil, func(m *policy.Model) { stage(m, "acme", policy.StageShadow, "2025-05-01") },
+			[]want{{"RL023", `since moved back from 2025-06-02 to 2025-05-01 while the stage stayed "shadow"`}}},
+		{"since moved forward", nil, func(m *policy.Model) { stage(m, "acme", policy.StageShadow, "2025-06-10") }, nil},
+		{"since tomorrow", nil, func(m *policy.Model) { stage(m, "acme", policy.StageShadow, "2025-06-21") },
+			[]want{{"RL024", "is in the future"}}},
+		{"since today", nil, func(m *policy.Model) { stage(m, "acme", policy.StageShadow, "2025-06-20") }, nil},
+
+		{"critical fail-open with a reason", nil, func(m *policy.Model) {
+			r := rule(m, "payments")
+			r.FailureMode, r.Reason = policy.FailOpen, "the ledger limits it now"
+			m.Domains[0].CriticalPaths = []string{"/v1/refund"}
+		}, nil},
+		{"critical fail-open without a reason", nil, func(m *policy.Model) {
+			rule(m, "payments").FailureMode = policy.FailOpen
+			m.Domains[0].CriticalPaths = []string{"/v1/refund"}
+		}, []want{{"RL025", `rule "payments": goes from fail-closed (base p.cue:40:3) to fail-open on critical path "/v1/payments*" without a reason`}}},
+		{"fail-open off the critical paths", nil, func(m *policy.Model) {
+			rule(m, "gold").FailureMode = policy.FailOpen
+		}, nil},
+		{"critical rule removed with a reason", nil, func(m *policy.Model) {
+			removeRule(m, "payments")
+			m.Domains[0].Governance.Removed = map[string]string{"payments": "moved to the ledger"}
+		}, nil},
+		{"critical rule removed", nil, func(m *policy.Model) { removeRule(m, "payments") },
+			[]want{{"RL026", `rule "payments": on critical path "/v1/payments*" is removed (base p.cue:40:3) without a reason: add governance: removed: payments: "..."`}}},
+		{"critical rule renamed", nil, func(m *policy.Model) { rule(m, "payments").Name = "pay" }, nil},
+		{"other rule removed", nil, func(m *policy.Model) { removeRule(m, "gold") }, nil},
+		{"domain removed", nil, func(m *policy.Model) { m.Domains = nil },
+			[]want{{"RL026", "is removed with its domain"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base, head := govModel(), govModel()
+			if tt.base != nil {
+				tt.base(base)
+				tt.base(head) // the head starts as the base
+			}
+			tt.head(head)
+			got := Governance(base, head, govToday)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d findings, want %d:\n%s", len(got), len(tt.want), lines(got))
+			}
+			for i, w := range tt.want {
+				if got[i].ID != w.id || !strings.Contains(got[i].Message, w.msg) {
+					t.Errorf("finding %d: got %s, want %s containing %q", i, got[i], w.id, w.msg)
+				}
+				if got[i].Pos.File == "" || got[i].Domain != "edge" || got[i].Rule == "" {
+					t.Errorf("finding %d: got pos %q domain %q rule %q, want all set", i, got[i].Pos, got[i].Domain, got[i].Rule)
+				}
+			}
+		})
+	}
+}
+
+func removeRule(m *policy.Model, name string) {
+	d := m.Domains[0]
+	for i, r := range d.Rules {
+		if r.Name == name {
+			d.Rules = append(d.Rules[:i], d.Rules[i+1:]...)
+			return
+		}
+	}
+}
