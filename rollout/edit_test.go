@@ -1,0 +1,101 @@
+package rollout
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/rlctl/rlctl/internal/golden"
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
+)
+
+func hold(s string) *string { return &s }
+
+// TestApply edits testdata/edit's policy and compares the changed files with golden files: only
+// the stage fields change, comments and formatting stay. The edited policy must load, with the
+// stage the edit asked for.
+func TestApply(t *testing.T) {
+	tests := []struct {
+		name string
+		edit Edit
+		want policy.Stage
+	}{
+		{"promote_inline", Edit{Rule: "inline", To: policy.StageSoft, Since: "2025-06-12"},
+			policy.Stage{Name: policy.StageSoft, Since: "2025-06-12"}},
+		{"promote_multi_to_enforce", Edit{Rule: "multi", To: policy.StageEnforce, Since: "2025-06-12"},
+			policy.Stage{Name: policy.StageEnforce, Since: "2025-06-12"}},
+		{"abort_inherited", Edit{Rule: "inherits", To: policy.StageShadow, Since: "2025-06-12"},
+			policy.Stage{Name: policy.StageShadow, Since: "2025-06-12"}},
+		{"promote_held_to_canary", Edit{Rule: "held", To: policy.StageCanary, Percent: 5, Since: "2025-06-12"},
+			policy.Stage{Name: policy.StageCanary, CanaryPercent: 5, Since: "2025-06-12", Hold: "waiting for the partner's fix"}},
+		{"pause_inline", Edit{Rule: "inline", Hold: hold(`checkout "v2" first`)},
+			policy.Stage{Name: policy.StageShadow, Since: "2025-06-02", Hold: `checkout "v2" first`}},
+		{"pause_multi", Edit{Rule: "multi", Hold: hold("incident 42")},
+			policy.Stage{Name: policy.StageCanary, CanaryPercent: 5, Since: "2025-06-09", Hold: "incident 42"}},
+		{"pause_inherited", Edit{Rule: "inherits", Hold: hold("new tenant onboarding")},
+			policy.Stage{Name: policy.StageEnforce, Since: "2025-01-15", Hold: "new tenant onboarding"}},
+		{"resume_held", Edit{Rule: "held", Hold: hold("")},
+			policy.Stage{Name: policy.StageSoft, Since: "2025-06-01"}},
+		{"promote_shorthand", Edit{Rule: "short", To: policy.StageSoft, Since: "2025-06-12"},
+			policy.Stage{Name: policy.StageSoft, Since: "2025-06-12"}},
+	}
+	m, err := schema.Load("testdata/edit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ReadFiles("testdata/edit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.edit.Domain = "shop"
+			changed, err := Apply(m, files, []Edit{tt.edit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			var paths []string
+			for p := range changed {
+				paths = append(paths, p)
+			}
+			sort.Strings(paths)
+			for _, p := range paths {
+				out.WriteString("-- " + filepath.Base(p) + " --\n")
+				out.Write(changed[p])
+			}
+			golden.Check(t, filepath.Join("testdata/edit", tt.name+".golden"), out.Bytes())
+
+			dir := t.TempDir()
+			for p, b := range files {
+				if c, ok := changed[p]; ok {
+					b = c
+				}
+				if err := os.WriteFile(filepath.Join(dir, filepath.Base(p)), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m2, err := schema.Load(dir)
+			if err != nil {
+				t.Fatalf("the edited policy does not load: %v", err)
+			}
+			got := ruleNamed(m2, "shop", tt.edit.Rule).Stage
+			got.Pos = policy.Pos{}
+			if got != tt.want {
+				t.Errorf("stage: got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func ruleNamed(m *policy.Model, domain, rule string) *policy.Rule {
+	for _, r := range m.Domain(domain).Rules {
+		if r.Name == rule {
+			return r
+		}
+	}
+	return nil
+}
