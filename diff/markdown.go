@@ -1,0 +1,158 @@
+package diff
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// MarkdownLimit is the size, in bytes, that WriteMarkdown keeps under: GitHub refuses a comment
+// or a pull-request body of more than 65,536 characters, and a character is at least a byte.
+const MarkdownLimit = 65_536
+
+// foldOver is the number of changes past which a domain's table is folded in <details>.
+const foldOver = 10
+
+// WriteMarkdown writes cs for a pull-request comment: a heading with the summary, a table of the
+// changes per domain (sign, summary, kind, base and head as `file:line`), the blast radius when
+// given (WithBlast), then each Section (WithSection).
+//
+// A domain's table with more than 10 changes, and the blast radius's top identities, are
+// folded in <details>. The whole stays under MarkdownLimit: when it would not, sections are cut
+// first to a share of the room, then the changes that do not fit are left out, with a line
+// that says how many and how to see them all (rlctl diff).
+func WriteMarkdown(w io.Writer, cs []Change, opts ...Option) error {
+	o := optionsOf(opts)
+	var b strings.Builder
+	fmt.Fprintf(&b, "### rlctl diff: %s\n\n", Summarize(cs).counts())
+
+	// What follows the changes is written first, so the changes know their room.
+	var tail strings.Builder
+	if o.blast != nil {
+		writeBlastMarkdown(&tail, o.blast)
+	}
+	for _, s := range o.sections {
+		fmt.Fprintf(&tail, "#### %s\n\n%s\n\n", s.Title, strings.TrimRight(s.Markdown, "\n"))
+	}
+	const noteRoom = 200
+	room := MarkdownLimit - 1 - noteRoom
+	t := tail.String()
+	if len(t) > room/2 {
+		t = cut(t, room/2)
+	}
+	room -= len(t)
+
+	left := 0
+	for i := 0; i < len(cs); {
+		j := i
+		for j < len(cs) && cs[j].Domain == cs[i].Domain {
+			j++
+		}
+		if left > 0 {
+			left += j - i
+			i = j
+			continue
+		}
+		var d strings.Builder
+		header := fmt.Sprintf("#### `%s`\n\n", cs[i].Domain)
+		open := fmt.Sprintf("<details><summary>%s</summary>\n\n", plural(j-i, "change"))
+		table := "| | Change | Kind | Base | Head |\n|:-:|---|---|---|---|\n"
+		fold := j-i > foldOver
+		d.WriteString(header)
+		if fold {
+			d.WriteString(open)
+		}
+		d.WriteString(table)
+		closing := "\n"
+		if fold {
+			closing = "\n</details>\n\n"
+		}
+		shown := 0
+		for _, c := range cs[i:j] {
+			row := fmt.Sprintf("| %s | %s | `%s` | %s | %s |\n", sign(c.Kind), mdEscape(c.Summary), c.Kind,
+				codeOrDash(position(c.Base)), codeOrDash(position(c.Head)))
+			if b.Len()+d.Len()+len(row)+len(closing) > room {
+				break
+			}
+			d.WriteString(row)
+			shown++
+		}
+		if shown < j-i {
+			left = j - i - shown
+		}
+		if shown > 0 {
+			d.WriteString(closing)
+			b.WriteString(d.String())
+		}
+		i = j
+	}
+	if left > 0 {
+		fmt.Fprintf(&b, "_%s not shown: the comment would pass GitHub's size limit. Run `rlctl diff` to see them all._\n\n",
+			plural(left, "more change"))
+	}
+	b.WriteString(t)
+	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
+	return err
+}
+
+// cut shortens markdown to at most n bytes, at a line's end, and says it did.
+func cut(s string, n int) string {
+	const more = "\n\n_(cut to fit GitHub's size limit)_\n\n"
+	if len(s) <= n {
+		return s
+	}
+	s = s[:max(0, n-len(more))]
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if strings.Count(s, "<details>") > strings.Count(s, "</details>") {
+		s += "\n\n</details>"
+	}
+	return s + more
+}
+
+func codeOrDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return "`" + strings.NewReplacer("`", "'", "|", `\|`).Replace(s) + "`"
+}
+
+// mdEscape escapes text for a markdown table cell: markup characters, the cell separator and
+// HTML.
+func mdEscape(s string) string {
+	return mdReplacer.Replace(s)
+}
+
+var mdReplacer = strings.NewReplacer(`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`,
+	"|", `\|`, "~", `\~`, "<", "&lt;", ">", "&gt;", "&", "&amp;", "\n", " ")
+
+// writeBlastMarkdown writes the blast radius: totals, a table per rule, and the top identities
+// folded.
+func writeBlastMarkdown(w io.Writer, b *Blast) {
+	fmt.Fprintf(w, "#### Blast radius: %d requests of %s\n\n", b.Requests, mdEscape(joinLogs(b.Logs)))
+	for _, warning := range b.Warnings {
+		fmt.Fprintf(w, "> **Warning:** %s\n\n", mdEscape(warning))
+	}
+	fmt.Fprintf(w, "**%d newly denied**, %d newly admitted. At any stage (shadow and soft too): %d newly would deny, %d no longer would deny.\n\n",
+		b.NewlyDenied, b.NewlyAdmitted, b.NewlyWouldDeny, b.NoLongerWouldDeny)
+	if len(b.Rules) == 0 {
+		return
+	}
+	fmt.Fprint(w, "| Rule | Stage | Newly denied | Newly admitted | Newly would deny | No longer would deny |\n|---|---|--:|--:|--:|--:|\n")
+	for _, r := range b.Rules {
+		fmt.Fprintf(w, "| `%s/%s` | %s | %d | %d | %d | %d |\n", r.Domain, r.Rule, r.Stage, r.NewlyDenied, r.NewlyAdmitted,
+			r.NewlyWouldDeny, r.NoLongerWouldDeny)
+	}
+	fmt.Fprintln(w)
+	var rows strings.Builder
+	for _, r := range b.Rules {
+		for _, id := range r.Top {
+			fmt.Fprintf(&rows, "| `%s/%s` | %s | %d | %d | %s |\n", r.Domain, r.Rule, codeOrDash(id.Value), id.NewlyDenied,
+				id.NewlyWouldDeny, mdEscape(id.Note))
+		}
+	}
+	if rows.Len() > 0 {
+		fmt.Fprintf(w, "<details><summary>Top identities newly denied</summary>\n\n| Rule | Identity | Newly denied | Newly would deny | Note |\n|---|---|--:|--:|---|\n%s\n</details>\n\n", rows.String())
+	}
+}
