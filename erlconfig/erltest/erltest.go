@@ -17,12 +17,19 @@ import (
 // Binary is the name of envoyproxy/ratelimit's configuration checker.
 const Binary = "config_check_cmd"
 
+// Service returns the path of envoyproxy/ratelimit's service (its service_cmd), or skips tb
+// (fails it under CI=true) when it is not installed.
+func Service(tb testing.TB) string {
+	tb.Helper()
+	return binary(tb, "service_cmd")
+}
+
 // Check runs the checker on every file of dir and returns its output, and a non-nil error when
 // the loader refused the configuration (the checker exits non-zero: 1 for a refused config, 2
 // when the loader panics outside its recover, as it does for an unknown key).
 func Check(tb testing.TB, dir string) (string, error) {
 	tb.Helper()
-	bin := binary(tb)
+	bin := binary(tb, Binary)
 	out, err := exec.Command(bin, "-config_dir", dir).CombinedOutput()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -31,8 +38,9 @@ func Check(tb testing.TB, dir string) (string, error) {
 	return string(out), err
 }
 
-// binary returns the checker's path, or skips (fails under CI=true) when it is not installed.
-func binary(tb testing.TB) string {
+// binary returns the path of one of envoyproxy/ratelimit's commands, or skips (fails under
+// CI=true) when it is not installed.
+func binary(tb testing.TB, name string) string {
 	tb.Helper()
 	dir := os.Getenv("ERL_GOBIN")
 	if dir == "" {
@@ -45,7 +53,7 @@ func binary(tb testing.TB) string {
 		}
 		dir = filepath.Join(root, dir)
 	}
-	bin := filepath.Join(dir, Binary)
+	bin := filepath.Join(dir, name)
 	if _, err := os.Stat(bin); err != nil {
 		msg := "erltest: " + bin + " is not installed: run scripts/ensure-erl.sh"
 		if os.Getenv("CI") == "true" {
