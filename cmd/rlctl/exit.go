@@ -12,7 +12,7 @@ const (
 	// ExitFindings means findings: lint errors (or warnings with --fail-on-warn), a simulation
 	// over its threshold, a failed gate or a failed policy test.
 	ExitFindings = 1
-	// ExitDifference is reserved for diff --exit-code finding a difference (diff is planned).
+	// ExitDifference means rlctl diff --exit-code found changes between the two versions.
 	ExitDifference = 2
 	// ExitUsage means a usage or tool error: a bad flag, a missing path, an unwritable file.
 	ExitUsage = 3

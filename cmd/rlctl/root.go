@@ -14,11 +14,13 @@ Policies are CUE files in a Git repository. rlctl lints them, runs their unit te
 replays access logs through the enforcement engine, renders the snapshot that the
 rlctl-enforcer sidecar loads, and load-tests any Envoy rate limit service.
 
-Planned, not yet here: diff (the semantic changes between two versions of a
-policy) and rollout (staged rollouts through pull requests).
+diff shows the semantic changes between two versions of a policy, and with --log
+the requests the change would newly deny or admit.
 
-Exit codes: 0 clean, 1 findings, 3 usage or tool error; 2 is reserved for
-diff --exit-code (planned).`
+Planned, not yet here: rollout (staged rollouts through pull requests).
+
+Exit codes: 0 clean, 1 findings, 2 a difference (diff --exit-code), 3 usage or
+tool error.`
 
 // Main runs rlctl with args and returns the process exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -69,6 +71,7 @@ func newRootCmd() *cobra.Command {
 		newGenLogsCmd(),
 		newImportCmd(),
 		newServeXDSCmd(),
+		newDiffCmd(),
 	)
 	return root
 }

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlctl/rlctl/diff"
+	"github.com/rlctl/rlctl/internal/atomicfile"
+	"github.com/rlctl/rlctl/lint"
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/revision"
+	"github.com/rlctl/rlctl/schema"
+	"github.com/rlctl/rlctl/simulate"
+	"github.com/rlctl/rlctl/simulate/accesslog"
+	"github.com/rlctl/rlctl/simulate/report"
+)
+
+const diffLong = `Show the semantic changes between two versions of a policy.
+
+diff loads the policy made of PATH... (directories or .cue files, default ".", as
+lint reads them) at a base and at a head, and lists what changed per rule and
+domain: rules added, removed or renamed (same match, new name); limits tightened
+or loosened, by how much in percent of the rate; window, burst, algorithm and cost;
+stage moves (advanced one step, skipped, rolled back, a new since); failure mode,
+reason and fallback; the match, and a source that builds another descriptor (a
+header renamed), shown on every rule that uses it; lease, sub-shards, regions,
+owner and capacity; and the domain's own settings. Each change names its file:line
+at base and at head. A rule moved between files or reformatted is unchanged.
+
+Sides: --base and --head each take a Git revision (a commit, branch or tag of the
+repository around the PATHs, whose files at those paths are loaded; git must be
+installed) or a directory: a value that names an existing directory is loaded as
+that directory, and PATH does not apply to it (write refs/heads/NAME for a branch
+that has a directory's name). --base defaults to the merge base of HEAD with the
+default branch (origin's HEAD, else main, else master); --head to the working tree.
+
+Output (-o), to stdout or --out FILE (written atomically):
+  text      terraform-plan style: per domain, "~ RULE: 200/s → 150/s (−25%)  [KIND]"
+            (+ added, - removed, ~ changed) over "base FILE:LINE → head FILE:LINE",
+            then a summary line: "Plan: 1 added, 2 changed, 0 removed." or
+            "No changes." (counted in rules and domains)
+  json      {"changes": [{"domain", "rule", "kind", "summary", "before", "after",
+            "percent", "base": {"file", "line", "col"}, "head": {...}}],
+            "summary": {"added", "changed", "removed", "changes"},
+            "blast_radius": {...}} (with --log)
+  markdown  a pull-request comment: the summary, a table per domain (folded in
+            <details> past 10 changes), the blast radius; under GitHub's 65,536
+            characters
+Kinds: {{kinds}}.
+Negative percentages are written with a minus sign (U+2212) in text and markdown,
+and as plain numbers in JSON.
+
+Blast radius (--log FILE, repeatable; not stdin, which cannot be read twice): the
+logs are replayed through base and then head with simulate's engine and settings
+(--log-format, --field, --gateways, --assign, --legit, --nat-users, --top and
+--max-bad mean what they mean for rlctl simulate, with the same defaults; the store
+latency is simulate's default, 1ms). Requests are compared one by one, by log and
+line: newly denied (some rule rejects it at head at its stage, none did at base),
+newly admitted (the reverse), and the same at any stage (newly would deny, no
+longer would deny), so a rule in shadow shows what it would do. Per rule, with the
+top identities newly denied and simulate's notes on them (denials of legitimate
+callers, users seen behind a shared address).
+
+Exit codes: 0 compared (with --exit-code: and no changes), 2 with --exit-code
+when there are changes, 1 a side does not load (its problems are printed on
+stderr as lint prints them, under the side's name), 3 usage or tool error (a bad
+flag, an unknown revision, a path that does not exist, no default branch for
+--base, an unreadable log).`
+
+// diffFlags are diff's flags as given.
+type diffFlags struct {
+	base, head, output, out, logFormat, assign, legitFile string
+	logs, fields                                          []string
+	exitCode                                              bool
+	gateways, natUsers, top                               int
+	maxBad                                                int64
+}
+
+func newDiffCmd() *cobra.Command {
+	var df diffFlags
+	cmd := &cobra.Command{
+		Use:   "diff [--base REF|DIR] [--head REF|DIR] [PATH...]",
+		Short: "Show the semantic changes between two versions of a policy",
+		Long:  strings.Replace(diffLong, "{{kinds}}", kindList(), 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDiff(cmd, df, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&df.base, "base", "", "the version to compare against: a Git `REF`, or a DIR (default: the merge base with the default branch)")
+	f.StringVar(&df.head, "head", "", "the version to compare: a Git `REF`, or a DIR (default: the working tree)")
+	f.StringVarP(&df.output, "output", "o", "text", "output format: text, json or markdown")
+	f.StringVar(&df.out, "out", "", "write the output to `FILE` (atomically) instead of stdout")
+	f.BoolVar(&df.exitCode, "exit-code", false, "exit 2 when there are changes, 0 when there are none")
+	f.StringArrayVar(&df.logs, "log", nil, "access log to replay through both versions for the blast radius (repeatable; gzip is detected)")
+	f.StringVar(&df.logFormat, "log-format", "", "envoy-json, envoy-text, jsonl or csv (default: detected)")
+	f.StringArrayVar(&df.fields, "field", nil, "map a log key onto a field or header: NAME=KEY (repeatable)")
+	f.IntVar(&df.gateways, "gateways", 4, "virtual gateways, each with its own lease manager")
+	f.StringVar(&df.assign, "assign", "round-robin", "gateway assignment: round-robin, hash:FIELD or field:FIELD")
+	f.StringVar(&df.legitFile, "legit", "", "file of legitimate descriptor values, one per line (VALUE or KEY=VALUE)")
+	f.IntVar(&df.natUsers, "nat-users", 20, "users behind one address or subnet that make its denials shared-NAT collateral")
+	f.IntVar(&df.top, "top", 10, "newly denied identities to list per rule (0: none)")
+	f.Int64Var(&df.maxBad, "max-bad", 100, "bad log lines tolerated before the run fails (-1: no limit)")
+	return cmd
+}
+
+// kindList lists the change kinds for the help.
+func kindList() string {
+	kinds := make([]string, len(diff.Kinds))
+	for i, k := range diff.Kinds {
+		kinds[i] = string(k)
+	}
+	return strings.Join(kinds, ", ")
+}
+
+func runDiff(cmd *cobra.Command, df diffFlags, paths []string) error {
+	switch df.output {
+	case "text", "json", "markdown", "md":
+	default:
+		return usageErrorf("diff: -o %q: want text, json or markdown", df.output)
+	}
+	blast, err := df.parseBlast(cmd)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	baseRef := df.base
+	if !cmd.Flags().Changed("base") {
+		if baseRef, err = revision.DefaultBase(paths[0]); err != nil {
+			if errors.Is(err, revision.ErrNotARepository) {
+				return usageErrorf("diff: the default --base, a merge base, needs Git: %w; give --base REF|DIR", err)
+			}
+			return usageErrorf("diff: the default --base: %w", err)
+		}
+	} else if baseRef == "" {
+		return usageErrorf("diff: --base needs a REF or a DIR")
+	}
+	sides := []struct {
+		name, value string
+		m           *policy.Model
+	}{{name: "base", value: baseRef}, {name: "head", value: df.head}}
+	var broken []string
+	for i := range sides {
+		s := &sides[i]
+		s.m, err = loadSide(s.value, paths)
+		var probs schema.Problems
+		switch {
+		case errors.As(err, &probs):
+			fmt.Fprintf(cmd.ErrOrStderr(), "rlctl diff: %s (%s) does not load:\n", s.name, sideName(s.value))
+			for _, f := range lint.ProblemFindings(probs) {
+				fmt.Fprintln(cmd.ErrOrStderr(), f)
+			}
+			broken = append(broken, s.name)
+		case err != nil:
+			return usageErrorf("diff: --%s %s: %w", s.name, sideName(s.value), err)
+		}
+	}
+	if len(broken) > 0 {
+		return &exitError{code: ExitFindings, err: fmt.Errorf("diff: the %s does not load", strings.Join(broken, " and the "))}
+	}
+	base, head := sides[0].m, sides[1].m
+	cs := diff.Compare(base, head)
+	var opts []diff.Option
+	if blast != nil {
+		b, err := blast.run(cmd, base, head)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, diff.WithBlast(b))
+	}
+	write := func(w io.Writer) error {
+		switch df.output {
+		case "json":
+			return diff.WriteJSON(w, cs, opts...)
+		case "markdown", "md":
+			return diff.WriteMarkdown(w, cs, opts...)
+		}
+		return diff.WriteText(w, cs, opts...)
+	}
+	if df.out != "" && df.out != "-" {
+		if err := atomicfile.Write(df.out, write); err != nil {
+			return usageErrorf("diff: --out %w", err)
+		}
+	} else if err := write(cmd.OutOrStdout()); err != nil {
+		return usageErrorf("diff: %w", err)
+	}
+	if df.exitCode && len(cs) > 0 {
+		return &exitError{code: ExitDifference}
+	}
+	return nil
+}
+
+// loadSide loads one side: the working tree of paths for "", else as lint --base does (a
+// directory when the value names one, else the paths at that Git revision).
+func loadSide(value string, paths []string) (*policy.Model, error) {
+	if value == revision.WorkingTree {
+		return revision.Load(revision.WorkingTree, paths...)
+	}
+	return loadBase(value, paths)
+}
+
+// sideName names a side's value in messages.
+func sideName(value string) string {
+	if value == revision.WorkingTree {
+		return "the working tree"
+	}
+	return value
+}
+
+// blastSettings are the blast radius's settings, parsed and checked.
+type blastSettings struct {
+	df     diffFlags
+	format accesslog.Format
+	fields accesslog.Mapping
+	assign simulate.Assignment
+	legit  []string
+}
+
+// parseBlast checks the --log flags; nil without --log. Errors are usage errors.
+func (df diffFlags) parseBlast(cmd *cobra.Command) (*blastSettings, error) {
+	if len(df.logs) == 0 {
+		for _, name := range []string{"log-format", "field", "gateways", "assign", "legit", "nat-users", "top", "max-bad"} {
+			if cmd.Flags().Changed(name) {
+				return nil, usageErrorf("diff: --%s applies with --log only", name)
+			}
+		}
+		return nil, nil
+	}
+	bs := &blastSettings{df: df}
+	var err error
+	for _, l := range df.logs {
+		if l == "-" {
+			return nil, usageErrorf("diff: --log -: the log is replayed twice, so it must be a file, not stdin")
+		}
+	}
+	if bs.format, err = accesslog.ParseFormat(df.logFormat); err != nil {
+		return nil, usageErrorf("diff: %w", err)
+	}
+	if bs.fields, err = accesslog.ParseMapping(df.fields); err != nil {
+		return nil, usageErrorf("diff: %w", err)
+	}
+	if bs.assign, err = simulate.ParseAssignment(df.assign); err != nil {
+		return nil, usageErrorf("diff: %w", err)
+	}
+	switch {
+	case df.top < 0:
+		return nil, usageErrorf("diff: --top %d: want 0 (none) or more", df.top)
+	case df.natUsers < 1:
+		return nil, usageErrorf("diff: --nat-users %d: want at least 1", df.natUsers)
+	case df.gateways < 1 || df.gateways > simulate.MaxGateways:
+		return nil, usageErrorf("diff: --gateways %d: want 1 to %d", df.gateways, simulate.MaxGateways)
+	}
+	if df.legitFile != "" {
+		if bs.legit, err = readLegit(df.legitFile); err != nil {
+			return nil, usageErrorf("diff: %w", err)
+		}
+	}
+	return bs, nil
+}
+
+// run replays the logs through base and head (simulate.Run, with its defaults for what diff
+// does not set) and compares the outcomes.
+func (bs *blastSettings) run(cmd *cobra.Command, base, head *policy.Model) (*diff.Blast, error) {
+	defer simulate.TuneGC()()
+	replay := func(ctx context.Context, m *policy.Model, obs simulate.Observer) (*report.Report, error) {
+		inputs, total, closeAll, err := openLogs(bs.df.logs, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer closeAll()
+		// A latency is parsed per replay: a uniform one carries its random source.
+		latency, err := simulate.ParseLatency("1ms", 1)
+		if err != nil {
+			return nil, err
+		}
+		stop := startProgress(cmd.ErrOrStderr(), total)
+		defer stop()
+		r, err := simulate.Run(ctx, simulate.RunConfig{
+			Sim: simulate.Config{Model: m, Gateways: bs.df.gateways, Assign: bs.assign, Latency: latency,
+				NATUsers: bs.df.natUsers, Legit: bs.legit, TopN: -1, Observer: obs},
+			Log:    accesslog.Options{Format: bs.format, Mapping: bs.fields},
+			MaxBad: bs.df.maxBad,
+		}, inputs)
+		if err == nil && r.Requests == 0 {
+			err = errors.New("the logs hold no records to replay")
+		}
+		return r, err
+	}
+	b, err := diff.BlastRadius(cmd.Context(), base, head, topN(bs.df.top), replay)
+	if err != nil {
+		return nil, usageErrorf("diff: --log: %w", err)
+	}
+	return b, nil
+}
