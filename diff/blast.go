@@ -132,11 +132,15 @@ func BlastRadius(ctx context.Context, base, head *policy.Model, top int, replay 
 			b.NoLongerWouldDeny++
 		}
 		for _, v := range bv {
+			admitted, noLonger := v.Denied && !hDenied, len(hv) == 0
+			if !admitted && !noLonger {
+				continue
+			}
 			rt := t.rule(ruleID{v.Domain, names[v.Rule]}, v.Rule)
-			if v.Denied && !hDenied {
+			if admitted {
 				rt.out.NewlyAdmitted++
 			}
-			if len(hv) == 0 {
+			if noLonger {
 				rt.out.NoLongerWouldDeny++
 			}
 		}

@@ -86,6 +86,11 @@ func TestBlastRadius(t *testing.T) {
 			if b.Requests != 40 {
 				t.Errorf("requests: got %d, want 40", b.Requests)
 			}
+			for _, r := range b.Rules {
+				if r.NewlyDenied+r.NewlyAdmitted+r.NewlyWouldDeny+r.NoLongerWouldDeny == 0 {
+					t.Errorf("rule %s: got a row with nothing counted, want only rules with counts", r.Rule)
+				}
+			}
 			if tt.name != "tightened" {
 				return
 			}
