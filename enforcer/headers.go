@@ -2,13 +2,109 @@ package enforcer
 
 import (
 	"strconv"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/rlctl/rlctl/policy"
 )
+
+// The soft stage's warning header. A request over its limit that a rule admits because it is in
+// soft (or in canary on an instance outside the canary's share) gets
+//
+//	RateLimit-Warning: "rule";q=100;w=60;over=20;enforce="2025-06-27";msg="20% over quota, admitted; enforcement begins 2025-06-27"
+//
+// an RFC 8941 item (the rule's name) with parameters, so a structured-field parser reads it:
+//
+//   - q and w are the limit's requests and window in seconds, as in RateLimit-Policy;
+//   - over is how far over its quota the caller is, in whole percent rounded up: the tokens it
+//     asked for beyond the limit in the current window (a fixed window of w aligned to the Unix
+//     epoch, kept per instance), times 100, over q. It counts from the window's start, so it grows
+//     while the caller stays over. Callers are told apart by a hash of their key into 64 slots
+//     per limit, so two callers may share a count: the figure may be high, never low;
+//   - enforce is the day (YYYY-MM-DD, UTC) enforcement begins: the soft stage's since plus the
+//     domain's soft dwell, rounded up to a whole day. In canary it is the canary's since, the day
+//     a share of the fleet began to enforce. It is left out when no date is set: no since, no
+//     soft dwell, or a hold on the stage. It is a function of the snapshot only, never of the
+//     clock, so every instance and every replay gives the same date;
+//   - msg says the same for people.
+
+// overSlots is the number of callers per limit whose overage is counted apart.
+const overSlots = 64
+
+// overMeter counts, per caller (a slot chosen by a hash of its key), the tokens asked for over a
+// limit in the current window. Each slot holds the window's number in its high 32 bits and the
+// count in its low 32 bits, so one atomic word resets and counts.
+type overMeter struct {
+	windowMs int64
+	slots    [overSlots]atomic.Uint64
+}
+
+// add counts cost over-limit tokens of the caller with key at nowMs (Unix ms) and returns the
+// caller's count in the current window, this request included.
+func (m *overMeter) add(key []byte, cost, nowMs int64) int64 {
+	h := uint32(2166136261)
+	for _, c := range key {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	slot := &m.slots[h%overSlots]
+	win := uint64(uint32(nowMs / max(m.windowMs, 1)))
+	add := uint64(min(max(cost, 0), 1<<31))
+	for {
+		old := slot.Load()
+		n := add
+		if old>>32 == win {
+			n = min(old&(1<<32-1)+add, 1<<32-1)
+		}
+		if slot.CompareAndSwap(old, win<<32|n) {
+			return int64(n)
+		}
+	}
+}
+
+// overPercent is tokens over a limit of requests, in whole percent rounded up.
+func overPercent(tokens, requests int64) int64 {
+	if requests <= 0 {
+		return 0
+	}
+	return (tokens*100 + requests - 1) / requests
+}
+
+// softNotice is what the warning of rule r says about enforcement: the enforce parameter (empty
+// when no date is set) and the end of msg, after the percentage.
+func softNotice(d *policy.Domain, r *policy.Rule) (enforce, tail string) {
+	const none = "% over quota, admitted; no enforcement date is set"
+	st := r.Stage
+	since, err := time.Parse(time.DateOnly, st.Since)
+	if err != nil || st.Hold != "" {
+		return "", none
+	}
+	switch st.Name {
+	case policy.StageSoft:
+		dwell := d.Dwell(policy.StageSoft)
+		if dwell <= 0 {
+			return "", none
+		}
+		const day = int64(24 * time.Hour / time.Millisecond)
+		date := since.AddDate(0, 0, int((dwell+day-1)/day)).Format(time.DateOnly)
+		return `;enforce="` + date + `"`, "% over quota, admitted; enforcement begins " + date
+	case policy.StageCanary:
+		return `;enforce="` + st.Since + `"`, "% over quota, admitted here; enforced on " +
+			strconv.Itoa(st.CanaryPercent) + "% of instances since " + st.Since
+	}
+	return "", none
+}
+
+// setSoftNotice sets what v's warnings say about enforcement of rule r of domain d.
+func (v *limitView) setSoftNotice(d *policy.Domain, r *policy.Rule) {
+	v.warnEnforce, v.warnTail = softNotice(d, r)
+}
 
 // Response header names.
 const (
@@ -32,8 +128,10 @@ type limitView struct {
 	policy *corev3.HeaderValue
 	// legacyLimit is `X-RateLimit-Limit: 100, 100;w=60`.
 	legacyLimit *corev3.HeaderValue
-	// warning is the RateLimit-Warning of the soft stage.
-	warning *corev3.HeaderValue
+	// warnPrefix, warnEnforce and warnTail are the fixed parts of the soft stage's
+	// RateLimit-Warning (see appendWarning), and over counts each caller's overage.
+	warnPrefix, warnEnforce, warnTail string
+	over                              *overMeter
 	// quotedName is the rule name as a structured-field string, for the RateLimit header.
 	quotedName string
 }
@@ -59,8 +157,9 @@ func newLimitView(rule string, requests, windowMs int64) *limitView {
 		quotedName:  name,
 		policy:      &corev3.HeaderValue{Key: HeaderPolicy, Value: name + ";q=" + q + ";w=" + ws},
 		legacyLimit: &corev3.HeaderValue{Key: HeaderLegacyLimit, Value: q + ", " + q + ";w=" + ws},
-		warning: &corev3.HeaderValue{Key: HeaderWarning, Value: name + ";q=" + q + ";w=" + ws +
-			`; over quota, admitted: this request will be rejected when the rule is enforced`},
+		warnPrefix:  name + ";q=" + q + ";w=" + ws + ";over=",
+		warnTail:    "% over quota, admitted; no enforcement date is set",
+		over:        &overMeter{windowMs: windowMs},
 	}
 }
 
@@ -115,6 +214,7 @@ type headerChoice struct {
 	resetMs   int64
 	retryMs   int64 // > 0 when the descriptor is rejected
 	warn      bool  // over the limit in the soft stage
+	overPct   int64 // with warn: how far over its quota the caller is, in percent
 }
 
 // better reports whether c is more restrictive than o.
@@ -142,7 +242,8 @@ type reply struct {
 	headers  [4]*corev3.HeaderValue
 	limit    corev3.HeaderValue // RateLimit
 	retry    corev3.HeaderValue // Retry-After
-	text     [64]byte           // the values of limit and retry
+	warning  corev3.HeaderValue // RateLimit-Warning
+	text     [256]byte          // the values of limit, retry and warning
 	textUsed int
 }
 
@@ -208,4 +309,20 @@ func (r *reply) appendHeaders(c *headerChoice, legacy bool) {
 			&corev3.HeaderValue{Key: HeaderLegacyReset, Value: strconv.FormatInt(reset, 10)})
 	}
 	r.resp.ResponseHeadersToAdd = h
+}
+
+// appendWarning adds the soft stage's RateLimit-Warning for c (see overMeter and softNotice for
+// its parameters).
+func (r *reply) appendWarning(c *headerChoice) {
+	v := c.view
+	var buf [224]byte
+	b := append(buf[:0], v.warnPrefix...)
+	b = strconv.AppendInt(b, c.overPct, 10)
+	b = append(b, v.warnEnforce...)
+	b = append(b, `;msg="`...)
+	b = strconv.AppendInt(b, c.overPct, 10)
+	b = append(b, v.warnTail...)
+	b = append(b, '"')
+	r.warning = corev3.HeaderValue{Key: HeaderWarning, Value: r.textOf(b)}
+	r.resp.ResponseHeadersToAdd = append(r.resp.ResponseHeadersToAdd, &r.warning)
 }

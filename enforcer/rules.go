@@ -65,6 +65,9 @@ func compile(m *policy.Model, instance string, mx *metrics, ls *leasing) (*runti
 			if err != nil {
 				return nil, fmt.Errorf("snapshot: domain %q: rule %q (%s): %w", d.Name, r.Name, r.Pos, err)
 			}
+			for _, v := range rs.views {
+				v.setSoftNotice(d, r)
+			}
 			ds.rules[r] = rs
 			rc.rules++
 		}

@@ -105,6 +105,7 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		case rs.mode == policy.ModeSoft:
 			rs.softOver.Inc()
 			c.warn = true
+			c.overPct = overPercent(view.over.add(kb.b, cost, e.clock.Now()), view.requests)
 			warned = c
 		default:
 			rs.shadowOver.Inc()
@@ -119,7 +120,7 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		rp.appendHeaders(&choice, e.legacy)
 	}
 	if warned.view != nil {
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, warned.view.warning)
+		rp.appendWarning(&warned)
 	}
 	return resp, nil
 }

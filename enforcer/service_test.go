@@ -2,6 +2,7 @@ package enforcer
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -19,6 +20,9 @@ const (
 	ok   = rlsv3.RateLimitResponse_OK
 	over = rlsv3.RateLimitResponse_OVER_LIMIT
 )
+
+// softWarning is the warning of the test model's soft rules, which have no since.
+var softWarning = regexp.MustCompile(`^"(soft|canary-none)";q=3;w=60;over=(34|67);msg="(34|67)% over quota, admitted; no enforcement date is set"$`)
 
 // TestStages sends 5 requests to a 3-per-minute rule in each stage.
 func TestStages(t *testing.T) {
@@ -46,6 +50,10 @@ func TestStages(t *testing.T) {
 				}
 				if got, want := header(resp, HeaderWarning) != "", tc.warning && i >= 3; got != want {
 					t.Errorf("request %d: RateLimit-Warning present: got %v, want %v", i, got, want)
+				}
+				// 1 and then 2 tokens over a quota of 3 (1 again if a minute began in between).
+				if w := header(resp, HeaderWarning); w != "" && !softWarning.MatchString(w) {
+					t.Errorf("request %d: RateLimit-Warning: got %s, want it to match %s", i, w, softWarning)
 				}
 			}
 			if got, want := in.metric(t, tc.metric), 2.0; got != want {
