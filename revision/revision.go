@@ -215,6 +215,7 @@ func git(dir string, args ...string) (string, error) {
 func Positions(m *policy.Model, f func(policy.Pos) policy.Pos) {
 	for _, d := range m.Domains {
 		d.Pos = f(d.Pos)
+		d.Governance.Pos = f(d.Governance.Pos)
 		for _, s := range d.Sources {
 			s.Pos = f(s.Pos)
 		}
