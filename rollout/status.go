@@ -200,13 +200,15 @@ func (cfg Config) notConfigured(gate, why string) Gate {
 	return Gate{Name: gate, State: GateNotEvaluated, Reason: why}
 }
 
-func (cfg Config) shareGate(name string, share float64, what string) Gate {
+// shareGate judges a measured share against the threshold; what names the share and detail
+// gives its counts.
+func (cfg Config) shareGate(name string, share float64, what, detail string) Gate {
 	limit := cfg.MaxFalsePositive
 	g := Gate{Name: name, Value: &share, Limit: &limit}
 	if share <= limit {
-		g.State, g.Reason = GatePass, fmt.Sprintf("%s %s, at most %s", what, Percent(share), Percent(limit))
+		g.State, g.Reason = GatePass, fmt.Sprintf("%s %s (%s), at most %s", what, Percent(share), detail, Percent(limit))
 	} else {
-		g.State, g.Reason = GateBlocked, fmt.Sprintf("%s %s, over %s", what, Percent(share), Percent(limit))
+		g.State, g.Reason = GateBlocked, fmt.Sprintf("%s %s (%s), over %s", what, Percent(share), detail, Percent(limit))
 	}
 	return g
 }
@@ -226,8 +228,8 @@ func (cfg Config) simulateGate(d *policy.Domain, r *policy.Rule) Gate {
 		if rr.WouldDeny > 0 {
 			share = float64(rr.FalsePositives) / float64(rr.WouldDeny)
 		}
-		return cfg.shareGate(GateSimulate, share, fmt.Sprintf("%d of %d would-deny decisions false positives:",
-			rr.FalsePositives, rr.WouldDeny))
+		return cfg.shareGate(GateSimulate, share, "false positives",
+			fmt.Sprintf("%d of %d would-deny decisions, %d requests matched", rr.FalsePositives, rr.WouldDeny, rr.Requests))
 	}
 	return Gate{Name: GateSimulate, State: GateBlocked, Reason: "the log holds no request this rule matched: no evidence"}
 }
@@ -245,7 +247,8 @@ func (cfg Config) prometheusGate(ctx context.Context, d *policy.Domain, r *polic
 		return Gate{Name: GatePrometheus, State: GateBlocked,
 			Reason: fmt.Sprintf("no traffic for this rule in the last %s: no evidence", humanDuration(window.Milliseconds()))}
 	}
-	return cfg.shareGate(GatePrometheus, over/total, fmt.Sprintf("would deny over the last %s:", humanDuration(window.Milliseconds())))
+	return cfg.shareGate(GatePrometheus, over/total, "would deny",
+		fmt.Sprintf("%.0f of %.0f decisions over the last %s", over, total, humanDuration(window.Milliseconds())))
 }
 
 // PrometheusWindow is the period the prometheus gate reads: the stage's dwell, or a day for a

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rlctl/rlctl/internal/clitest"
+	"github.com/rlctl/rlctl/rollout/githubtest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -32,6 +33,8 @@ func TestScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"status": clitest.Status,
+			// A fake GitHub for rollout's pull requests (github serve, then github pulls, ...).
+			"github": githubtest.ScriptCmd,
 		},
 	})
 }

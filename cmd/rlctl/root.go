@@ -17,7 +17,8 @@ rlctl-enforcer sidecar loads, and load-tests any Envoy rate limit service.
 diff shows the semantic changes between two versions of a policy, and with --log
 the requests the change would newly deny or admit.
 
-Planned, not yet here: rollout (staged rollouts through pull requests).
+rollout moves rules through shadow, soft, canary and enforce behind gates (dwell,
+a log replay, the enforcers' metrics), editing the policy or opening pull requests.
 
 Exit codes: 0 clean, 1 findings, 2 a difference (diff --exit-code), 3 usage or
 tool error.`
@@ -72,6 +73,7 @@ func newRootCmd() *cobra.Command {
 		newImportCmd(),
 		newServeXDSCmd(),
 		newDiffCmd(),
+		newRolloutCmd(),
 	)
 	return root
 }

@@ -1,0 +1,168 @@
+package rollout
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/rlctl/rlctl/diff"
+	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/revision"
+	"github.com/rlctl/rlctl/schema"
+)
+
+// Resolve finds the rule arg names: DOMAIN/RULE, or RULE when exactly one domain has it.
+func Resolve(m *policy.Model, arg string) (*policy.Domain, *policy.Rule, error) {
+	dom, name, qualified := strings.Cut(arg, "/")
+	if !qualified {
+		name, dom = dom, ""
+	}
+	var found []string
+	var fd *policy.Domain
+	var fr *policy.Rule
+	for _, d := range m.Domains {
+		if dom != "" && d.Name != dom {
+			continue
+		}
+		for _, r := range d.Rules {
+			if r.Name == name {
+				found = append(found, d.Name+"/"+r.Name)
+				fd, fr = d, r
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, nil, fmt.Errorf("no rule %q in the policies", arg)
+	case 1:
+		return fd, fr, nil
+	}
+	return nil, nil, fmt.Errorf("rule %q is in several domains (%s): write DOMAIN/RULE", arg, strings.Join(found, ", "))
+}
+
+// Branch is the pull-request branch of one rule: the same on every run, so that a re-run
+// updates its pull request.
+func Branch(domain, rule string) string { return "rlctl/rollout/" + domain + "/" + rule }
+
+// Edited is a policy after edits: the files that changed and the model they load as.
+type Edited struct {
+	Base, Head *policy.Model
+	// Files maps each changed file's path to its content before and after.
+	Files map[string]File
+	// Changes are the semantic changes from Base to Head.
+	Changes []diff.Change
+}
+
+// Prepare applies edits to files (the policy directory's, holding m) and loads the result, so
+// that an edit that would not load is never written. Positions in Head name the files as files
+// does.
+func Prepare(m *policy.Model, files Files, edits []Edit) (*Edited, error) {
+	changed, err := Apply(m, files, edits)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "rlctl-rollout-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	origin := map[string]string{}
+	for p, b := range files {
+		if c, ok := changed[p]; ok {
+			b = c
+		}
+		at := filepath.Join(tmp, filepath.Base(p))
+		origin[at] = p
+		if err := os.WriteFile(at, b, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	head, err := schema.Load(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("the edited policy does not load (a bug: please report it): %w", err)
+	}
+	revision.Positions(head, func(p policy.Pos) policy.Pos {
+		if o, ok := origin[p.File]; ok {
+			p.File = o
+		}
+		return p
+	})
+	e := &Edited{Base: m, Head: head, Files: map[string]File{}, Changes: diff.Compare(m, head)}
+	for p, b := range changed {
+		e.Files[p] = File{Before: files[p], After: b}
+	}
+	return e, nil
+}
+
+// Write writes the edited files in place.
+func (e *Edited) Write() error {
+	for _, p := range e.Paths() {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, e.Files[p].After, fi.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Paths are the changed files' paths, sorted.
+func (e *Edited) Paths() []string {
+	var ps []string
+	for p := range e.Files {
+		ps = append(ps, p)
+	}
+	sort.Strings(ps)
+	return ps
+}
+
+// RepoPaths returns e's files keyed by their slash paths relative to the top of the Git
+// repository that holds them.
+func (e *Edited) RepoPaths() (map[string]File, error) {
+	out := map[string]File{}
+	for p, f := range e.Files {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		top, err := exec.Command("git", "-C", filepath.Dir(abs), "rev-parse", "--show-toplevel").Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, revision.ErrNotARepository)
+		}
+		// The top as git prints it may differ from abs by symbolic links.
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil, err
+		}
+		rel, err := filepath.Rel(strings.TrimSpace(string(top)), real)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return nil, fmt.Errorf("%s: outside its repository %s", p, strings.TrimSpace(string(top)))
+		}
+		out[filepath.ToSlash(rel)] = f
+	}
+	return out, nil
+}
+
+// PullRequestText returns a pull request's title and body for e, one rule's change: the change
+// as `rlctl diff -o markdown` shows it, then evidence, the gates' table.
+func PullRequestText(domain, rule, what, evidence string, e *Edited) (title, body string, err error) {
+	title = fmt.Sprintf("rollout: %s/%s %s", domain, rule, what)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "`rlctl rollout`: **%s/%s** %s.\n\n", domain, rule, what)
+	if err := diff.WriteMarkdown(&b, e.Changes, diff.WithSection(diff.Section{Title: "Gates", Markdown: evidence})); err != nil {
+		return "", "", err
+	}
+	b.WriteString("\n<sub>Opened by `rlctl rollout`; running it again updates this pull request.</sub>\n")
+	body = b.String()
+	if n := len([]rune(body)); n > MaxComment {
+		return "", "", errors.New("the pull request body is over GitHub's limit")
+	}
+	return title, body, nil
+}
