@@ -51,7 +51,7 @@ Output (-o), to stdout or --out FILE (written atomically):
   markdown  a pull-request comment: the summary, a table per domain (folded in
             <details> past 10 changes), the blast radius; under GitHub's 65,536
             characters
-Kinds: {{kinds}}.
+{{kinds}}
 Negative percentages are written with a minus sign (U+2212) in text and markdown,
 and as plain numbers in JSON.
 
@@ -66,11 +66,11 @@ longer would deny), so a rule in shadow shows what it would do. Per rule, with t
 top identities newly denied and simulate's notes on them (denials of legitimate
 callers, users seen behind a shared address).
 
-Exit codes: 0 compared (with --exit-code: and no changes), 2 with --exit-code
-when there are changes, 1 a side does not load (its problems are printed on
-stderr as lint prints them, under the side's name), 3 usage or tool error (a bad
-flag, an unknown revision, a path that does not exist, no default branch for
---base, an unreadable log).`
+Exit codes: 0 no changes (or changes, without --exit-code), 2 changes (with
+--exit-code), 1 a side does not load (its problems are printed on stderr as lint
+prints them, under the side's name), 3 usage or tool error (a bad flag, an unknown
+revision, a path that does not exist, no default branch for --base, an unreadable
+log).`
 
 // diffFlags are diff's flags as given.
 type diffFlags struct {
@@ -109,13 +109,23 @@ func newDiffCmd() *cobra.Command {
 	return cmd
 }
 
-// kindList lists the change kinds for the help.
+// kindList lists the change kinds for the help, wrapped as the rest of it is.
 func kindList() string {
-	kinds := make([]string, len(diff.Kinds))
+	var b strings.Builder
+	line := "Kinds:"
 	for i, k := range diff.Kinds {
-		kinds[i] = string(k)
+		word := " " + string(k) + ","
+		if i == len(diff.Kinds)-1 {
+			word = " " + string(k) + "."
+		}
+		if len(line)+len(word) > 82 {
+			b.WriteString(line + "\n")
+			line = " "
+		}
+		line += word
 	}
-	return strings.Join(kinds, ", ")
+	b.WriteString(line)
+	return b.String()
 }
 
 func runDiff(cmd *cobra.Command, df diffFlags, paths []string) error {
