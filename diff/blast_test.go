@@ -127,7 +127,7 @@ func TestBlastRadiusRenamed(t *testing.T) {
 
 // On a generated log through the golden policies, request-by-request counts agree with the
 // two replays' totals: what is newly denied less what is newly admitted is the change in
-// requests denied. The text and markdown forms of it are golden.
+// requests denied. The three forms of it are golden.
 func TestBlastRadiusGenerated(t *testing.T) {
 	var log bytes.Buffer
 	if err := traffic.Write(&log, traffic.Config{Seed: 7, Lines: 4000}); err != nil {
@@ -166,8 +166,11 @@ func TestBlastRadiusGenerated(t *testing.T) {
 		t.Errorf("rules' newly denied: got %d in all, want at least the %d requests", sum, b.NewlyDenied)
 	}
 	cs := Compare(base, head)
-	var text, md bytes.Buffer
+	var text, md, js bytes.Buffer
 	if err := WriteText(&text, cs, WithBlast(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(&js, cs, WithBlast(b)); err != nil {
 		t.Fatal(err)
 	}
 	if err := WriteMarkdown(&md, cs, WithBlast(b)); err != nil {
@@ -175,4 +178,5 @@ func TestBlastRadiusGenerated(t *testing.T) {
 	}
 	golden.Check(t, "testdata/golden/blast.txt", text.Bytes())
 	golden.Check(t, "testdata/golden/blast.md", md.Bytes())
+	golden.Check(t, "testdata/golden/blast.json", js.Bytes())
 }
