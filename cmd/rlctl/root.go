@@ -11,8 +11,10 @@ import (
 const rootLong = `rlctl manages rate-limit policies as code.
 
 Policies are CUE files in a Git repository. rlctl lints them, runs their unit tests,
-replays access logs through the enforcement engine, renders the snapshot that the
-rlctl-enforcer sidecar loads, and load-tests any Envoy rate limit service.
+replays access logs through the enforcement engine, renders configuration (the
+rlctl-enforcer snapshot, Envoy's filters and rate_limits, envoyproxy/ratelimit YAML,
+Prometheus alerts), serves it to a fleet over xDS, imports envoyproxy/ratelimit
+YAML, and load-tests any Envoy rate limit service.
 
 diff shows the semantic changes between two versions of a policy, and with --log
 the requests the change would newly deny or admit.
