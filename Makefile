@@ -17,8 +17,8 @@ build:
 
 # The main job on the embedded default: lint the example policies, run their unit tests, render
 # every target (the snapshot, Envoy's filters and rate_limits and a bootstrap, envoyproxy/ratelimit
-# YAML, Prometheus alerts), generate and simulate an access log, and exercise the enforcer on the
-# in-memory store. Everything it writes goes to $(OUT)/.
+# YAML, Prometheus alerts), generate and simulate an access log, show where each rule's rollout
+# stands and what would be promoted today, and exercise the enforcer on the in-memory store. Everything it writes goes to $(OUT)/.
 demo: build
 	@mkdir -p $(OUT)
 	$(RLCTL) lint policies
@@ -31,6 +31,8 @@ demo: build
 	$(RLCTL) gen-logs --seed 1 --lines 200000 --format envoy-json --out $(OUT)/access.log
 	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o table
 	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o html --out $(OUT)/report.html
+	$(RLCTL) rollout status policies
+	$(RLCTL) rollout plan policies --log $(OUT)/access.log
 	./scripts/demo-enforcer.sh $(BIN) $(OUT)/snapshot.json $(OUT)
 	@echo "demo: done. Report: $(OUT)/report.html, snapshot: $(OUT)/snapshot.json"
 
