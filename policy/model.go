@@ -53,6 +53,11 @@ type Domain struct {
 	// Governance says what `rlctl lint --base` requires of a change to the domain, and how long
 	// a rule dwells in a stage (see Dwell).
 	Governance Governance `json:"governance,omitzero"`
+	// Rollout holds the domain's settings for rlctl rollout: the share a promotion into canary
+	// writes, and the evidence gates' thresholds, window and whether they are required. A domain
+	// without the block has the zero value, which a snapshot leaves out, so its content_hash is
+	// what it was before the block existed.
+	Rollout RolloutSettings `json:"rollout,omitzero"`
 	// Rules are in precedence order (see Lookup). They must not change after the first Lookup.
 	Rules []*Rule `json:"rules"`
 
@@ -86,6 +91,45 @@ type Governance struct {
 	Removed map[string]string `json:"removed,omitempty"`
 	// Pos is the governance block's position, or the domain's when it has none.
 	Pos Pos `json:"pos"`
+}
+
+// DefaultCanaryPercent is the share of enforcer instances a promotion into canary writes when
+// neither the domain (RolloutSettings.CanaryPercent) nor the command line says.
+const DefaultCanaryPercent = 5
+
+// RolloutSettings are a domain's settings for rlctl rollout. The zero value of each field is
+// "not set": the loader fills in no defaults, so the command line's flags and rollout's own
+// defaults apply, and flags given on the command line override what is set here.
+type RolloutSettings struct {
+	// CanaryPercent is the share of enforcer instances (1-100) that a promotion into canary
+	// writes; 0 means DefaultCanaryPercent (see Canary).
+	CanaryPercent int `json:"canary_percent,omitempty"`
+	// Simulate configures the gate on a log replay's false positives, Prometheus the gate on
+	// the enforcers' would-deny share.
+	Simulate   GateSettings `json:"simulate,omitzero"`
+	Prometheus GateSettings `json:"prometheus,omitzero"`
+}
+
+// GateSettings configure one evidence gate of a domain's rollouts.
+type GateSettings struct {
+	// MaxShareBP is the gate's threshold in basis points (50 is 0.5%): the simulate gate's
+	// share of false positives, the prometheus gate's would-deny share. A measured share at most
+	// this passes. Nil leaves the threshold to the command line (--max-false-positive).
+	MaxShareBP *int64 `json:"max_share_bp,omitempty"`
+	// WindowMs is the period the prometheus gate reads the enforcers' metrics over; 0 means the
+	// stage's dwell (a day for canary). The simulate gate has no window.
+	WindowMs int64 `json:"window_ms,omitempty"`
+	// Required makes the gate block when its evidence is not given, as --require does.
+	Required bool `json:"required,omitempty"`
+}
+
+// Canary returns the share of enforcer instances a promotion into canary writes: CanaryPercent,
+// or DefaultCanaryPercent when it is not set.
+func (s RolloutSettings) Canary() int {
+	if s.CanaryPercent == 0 {
+		return DefaultCanaryPercent
+	}
+	return s.CanaryPercent
 }
 
 // SourceKind names how a descriptor entry is produced from a request.

@@ -63,6 +63,16 @@ func TestSnapshotInvalidModel(t *testing.T) {
 		{"lease bounds", func(m *Model) { m.Domains[0].Rules[0].Lease.Min = 9 }, "lease min 9 is above lease max 5"},
 		{"negative dwell", func(m *Model) { m.Domains[0].Governance.SoftDwellMs = -1 },
 			"domains.d.governance.dwell: governance dwell shadow 0ms and soft -1ms must not be negative"},
+		{"canary_percent over 100", func(m *Model) { m.Domains[0].Rollout.CanaryPercent = 101 },
+			"domains.d.rollout.canary_percent: rollout canary_percent 101 is out of range"},
+		{"threshold over 100%", func(m *Model) {
+			bp := int64(10001)
+			m.Domains[0].Rollout.Prometheus.MaxShareBP = &bp
+		}, "domains.d.rollout.gates.prometheus: rollout gate prometheus threshold 10001 basis points is out of range"},
+		{"negative window", func(m *Model) { m.Domains[0].Rollout.Prometheus.WindowMs = -1 },
+			"domains.d.rollout.gates.prometheus.window: rollout gate prometheus window -1ms must not be negative"},
+		{"simulate window", func(m *Model) { m.Domains[0].Rollout.Simulate.WindowMs = 60000 },
+			"rollout gate simulate has no window"},
 		// Checks about how a policy is written are let through: the enforcer reads no sources,
 		// and a canary at 0% is soft everywhere.
 		{"key without a source", func(m *Model) { m.Domains[0].Sources = nil }, ""},
@@ -137,6 +147,17 @@ func randomModel(rng *rand.Rand) *Model {
 	for i := rng.Intn(3); i > 0; i-- {
 		d := &Domain{Name: str(), Pos: pos(), Gateway: Gateway{i64(), i64()}, CriticalPaths: strs(),
 			Governance: Governance{i64(), i64(), rng.Intn(2) == 0, str(), nil, pos()}}
+		if rng.Intn(2) == 0 {
+			gate := func() GateSettings {
+				g := GateSettings{WindowMs: i64(), Required: rng.Intn(2) == 0}
+				if rng.Intn(2) == 0 {
+					bp := i64()
+					g.MaxShareBP = &bp
+				}
+				return g
+			}
+			d.Rollout = RolloutSettings{CanaryPercent: rng.Intn(101), Simulate: gate(), Prometheus: gate()}
+		}
 		for k := rng.Intn(3); k > 0; k-- {
 			if d.Governance.Removed == nil {
 				d.Governance.Removed = map[string]string{}
@@ -225,5 +246,32 @@ func TestSnapshotWithoutGovernance(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.Domains[0].Governance, m.Domains[0].Governance) {
 		t.Errorf("got governance %+v, want %+v", got.Domains[0].Governance, m.Domains[0].Governance)
+	}
+}
+
+// TestSnapshotWithoutRollout: a domain without rollout settings writes no rollout field, so its
+// content_hash is what it was before the field existed; settings that are there round-trip,
+// a threshold of 0 included.
+func TestSnapshotWithoutRollout(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteSnapshot(&b, validModel()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "rollout") {
+		t.Errorf("got snapshot\n%s\nwant no rollout field", b.String())
+	}
+	m := validModel()
+	zero := int64(0)
+	m.Domains[0].Rollout = RolloutSettings{CanaryPercent: 10, Prometheus: GateSettings{MaxShareBP: &zero, WindowMs: 60000}}
+	b.Reset()
+	if err := WriteSnapshot(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSnapshot(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Domains[0].Rollout, m.Domains[0].Rollout) {
+		t.Errorf("got rollout %+v, want %+v", got.Domains[0].Rollout, m.Domains[0].Rollout)
 	}
 }

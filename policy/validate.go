@@ -18,9 +18,9 @@ const MaxWindowMs = 365 * 24 * 3600 * 1000
 // ("duplicate-match"), match keys and sub-shard attributes no source produces
 // ("unknown-descriptor"), a minimum lease above the maximum ("lease-bounds") and a canary without
 // a share of instances ("canary-percent"). The rest are values no model may hold, such as a zero
-// window, an unknown algorithm, stage or failure mode, a bad sub-shard count or a negative timing
-// or dwell,
-// and a sub-sharded rule whose shard entry a deeper rule would take. A zero timing is not one:
+// window, an unknown algorithm, stage or failure mode, a bad sub-shard count, a negative timing
+// or dwell, rollout settings out of range, and a sub-sharded rule whose shard entry a deeper rule
+// would take. A zero timing is not one:
 // the engine reads a zero lease setting as its default, and the enforcer takes its store timeout
 // from its own flag. The loader's schema requires positive timings all the same.
 //
@@ -50,6 +50,30 @@ func (v *validator) add(check, path string, ps []Pos, format string, args ...any
 	v.probs = append(v.probs, problemf(check, path, ps, format, args...))
 }
 
+// rollout checks a domain's rollout settings; their zero values mean "not set".
+func (v *validator) rollout(rp string, d *Domain) {
+	at := []Pos{d.Pos}
+	s := d.Rollout
+	if s.CanaryPercent < 0 || s.CanaryPercent > 100 {
+		v.add("", rp+".canary_percent", at, "rollout canary_percent %d is out of range: want 1 to 100 (0 for the default)", s.CanaryPercent)
+	}
+	for _, g := range []struct {
+		name string
+		s    GateSettings
+	}{{"simulate", s.Simulate}, {"prometheus", s.Prometheus}} {
+		gp := rp + ".gates." + g.name
+		if m := g.s.MaxShareBP; m != nil && (*m < 0 || *m > 10000) {
+			v.add("", gp, at, "rollout gate %s threshold %d basis points is out of range: want 0 to 10000", g.name, *m)
+		}
+		if g.s.WindowMs < 0 {
+			v.add("", gp+".window", at, "rollout gate %s window %dms must not be negative", g.name, g.s.WindowMs)
+		}
+	}
+	if s.Simulate.WindowMs != 0 {
+		v.add("", rp+".gates.simulate.window", at, "rollout gate simulate has no window (it replays a log), got %dms", s.Simulate.WindowMs)
+	}
+}
+
 func (v *validator) domain(d *Domain) {
 	dp := Path("domains", d.Name)
 	if d.Name == "" {
@@ -63,6 +87,7 @@ func (v *validator) domain(d *Domain) {
 		v.add("", dp+".governance.dwell", []Pos{g.Pos, d.Pos}, "governance dwell shadow %dms and soft %dms must not be negative",
 			g.ShadowDwellMs, g.SoftDwellMs)
 	}
+	v.rollout(dp+".rollout", d)
 	keys := map[string]bool{}
 	for _, s := range d.Sources {
 		if keys[s.Key] {

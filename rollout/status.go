@@ -82,15 +82,22 @@ type Config struct {
 	// Today is the date that dwell is counted to (its UTC date).
 	Today time.Time
 	// MaxFalsePositive is the threshold of the simulate and prometheus gates, as a share
-	// (0.005 is 0.5%); a measured share at most this passes.
+	// (0.005 is 0.5%), in a domain whose rollout settings set none for the gate; a measured
+	// share at most this passes.
 	MaxFalsePositive float64
+	// ForceMaxFalsePositive makes MaxFalsePositive the threshold in every domain, over the
+	// domains' settings (rlctl rollout --max-false-positive, given on the command line).
+	ForceMaxFalsePositive bool
 	// Simulation is a log replay of the policy (rlctl simulate's report); nil leaves the
 	// simulate gate not evaluated.
 	Simulation *report.Report
 	// Prometheus reads the enforcers' metrics; nil leaves the prometheus gate not evaluated.
 	Prometheus WouldDenySource
-	// Require names gates that must be evaluated: without their evidence they block.
-	Require []string
+	// Require names gates that must be evaluated: without their evidence they block. They add
+	// to the gates a domain's settings require, or with ForceRequire replace them (--require,
+	// given on the command line; --require= requires none).
+	Require      []string
+	ForceRequire bool
 }
 
 // Evaluate returns the status of every rule of m on cfg.Today.
@@ -183,7 +190,20 @@ func dwellGate(d *policy.Domain, r *policy.Rule, stage policy.StageName, days in
 	return g
 }
 
-func (cfg Config) required(gate string) bool {
+// gateSettings returns d's rollout settings of the simulate or prometheus gate.
+func gateSettings(d *policy.Domain, gate string) policy.GateSettings {
+	if gate == GateSimulate {
+		return d.Rollout.Simulate
+	}
+	return d.Rollout.Prometheus
+}
+
+// required says whether gate must be evaluated in d: named by cfg.Require, or required by the
+// domain's settings unless cfg.ForceRequire.
+func (cfg Config) required(d *policy.Domain, gate string) bool {
+	if !cfg.ForceRequire && gateSettings(d, gate).Required {
+		return true
+	}
 	for _, g := range cfg.Require {
 		if g == gate {
 			return true
@@ -192,30 +212,47 @@ func (cfg Config) required(gate string) bool {
 	return false
 }
 
+// threshold returns gate's threshold in d, and where it comes from when that is the domain's
+// settings ("" otherwise).
+func (cfg Config) threshold(d *policy.Domain, gate string) (float64, string) {
+	if bp := gateSettings(d, gate).MaxShareBP; bp != nil && !cfg.ForceMaxFalsePositive {
+		field := "max_would_deny"
+		if gate == GateSimulate {
+			field = "max_false_positive"
+		}
+		return float64(*bp) / 10000, "the domain's " + field
+	}
+	return cfg.MaxFalsePositive, ""
+}
+
 // notConfigured is the outcome of a gate without its evidence: blocked when required.
-func (cfg Config) notConfigured(gate, why string) Gate {
-	if cfg.required(gate) {
+func (cfg Config) notConfigured(d *policy.Domain, gate, why string) Gate {
+	if cfg.required(d, gate) {
 		return Gate{Name: gate, State: GateBlocked, Reason: why + ", and the gate is required"}
 	}
 	return Gate{Name: gate, State: GateNotEvaluated, Reason: why}
 }
 
-// shareGate judges a measured share against the threshold; what names the share and detail
-// gives its counts.
-func (cfg Config) shareGate(name string, share float64, what, detail string) Gate {
-	limit := cfg.MaxFalsePositive
+// shareGate judges a measured share against the gate's threshold in d; what names the share
+// and detail gives its counts.
+func (cfg Config) shareGate(d *policy.Domain, name string, share float64, what, detail string) Gate {
+	limit, from := cfg.threshold(d, name)
 	g := Gate{Name: name, Value: &share, Limit: &limit}
+	bound := Percent(limit)
+	if from != "" {
+		bound += " (" + from + ")"
+	}
 	if share <= limit {
-		g.State, g.Reason = GatePass, fmt.Sprintf("%s %s (%s), at most %s", what, Percent(share), detail, Percent(limit))
+		g.State, g.Reason = GatePass, fmt.Sprintf("%s %s (%s), at most %s", what, Percent(share), detail, bound)
 	} else {
-		g.State, g.Reason = GateBlocked, fmt.Sprintf("%s %s (%s), over %s", what, Percent(share), detail, Percent(limit))
+		g.State, g.Reason = GateBlocked, fmt.Sprintf("%s %s (%s), over %s", what, Percent(share), detail, bound)
 	}
 	return g
 }
 
 func (cfg Config) simulateGate(d *policy.Domain, r *policy.Rule) Gate {
 	if cfg.Simulation == nil {
-		return cfg.notConfigured(GateSimulate, "no --log to replay")
+		return cfg.notConfigured(d, GateSimulate, "no --log to replay")
 	}
 	for _, rr := range cfg.Simulation.Rules {
 		if rr.Domain != d.Name || rr.Rule != r.Name {
@@ -228,7 +265,7 @@ func (cfg Config) simulateGate(d *policy.Domain, r *policy.Rule) Gate {
 		if rr.WouldDeny > 0 {
 			share = float64(rr.FalsePositives) / float64(rr.WouldDeny)
 		}
-		return cfg.shareGate(GateSimulate, share, "false positives",
+		return cfg.shareGate(d, GateSimulate, share, "false positives",
 			fmt.Sprintf("%d of %d would-deny decisions, %d requests matched", rr.FalsePositives, rr.WouldDeny, rr.Requests))
 	}
 	return Gate{Name: GateSimulate, State: GateBlocked, Reason: "the log holds no request this rule matched: no evidence"}
@@ -236,7 +273,7 @@ func (cfg Config) simulateGate(d *policy.Domain, r *policy.Rule) Gate {
 
 func (cfg Config) prometheusGate(ctx context.Context, d *policy.Domain, r *policy.Rule, stage policy.StageName) Gate {
 	if cfg.Prometheus == nil {
-		return cfg.notConfigured(GatePrometheus, "no --prometheus-url")
+		return cfg.notConfigured(d, GatePrometheus, "no --prometheus-url")
 	}
 	window := PrometheusWindow(d, stage)
 	over, total, err := cfg.Prometheus.WouldDeny(ctx, d.Name, r.Name, stage, window)
@@ -247,13 +284,16 @@ func (cfg Config) prometheusGate(ctx context.Context, d *policy.Domain, r *polic
 		return Gate{Name: GatePrometheus, State: GateBlocked,
 			Reason: fmt.Sprintf("no traffic for this rule in the last %s: no evidence", humanDuration(window.Milliseconds()))}
 	}
-	return cfg.shareGate(GatePrometheus, over/total, "would deny",
+	return cfg.shareGate(d, GatePrometheus, over/total, "would deny",
 		fmt.Sprintf("%.0f of %.0f decisions over the last %s", over, total, humanDuration(window.Milliseconds())))
 }
 
-// PrometheusWindow is the period the prometheus gate reads: the stage's dwell, or a day for a
-// stage without one.
+// PrometheusWindow is the period the prometheus gate reads: the domain's window setting, else
+// the stage's dwell, or a day for a stage without one.
 func PrometheusWindow(d *policy.Domain, stage policy.StageName) time.Duration {
+	if ms := d.Rollout.Prometheus.WindowMs; ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
 	if ms := d.Dwell(stage); ms > 0 {
 		return time.Duration(ms) * time.Millisecond
 	}

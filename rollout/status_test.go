@@ -123,6 +123,108 @@ func TestGates(t *testing.T) {
 	}
 }
 
+// TestGateSettings: a domain's rollout settings set each evidence gate's threshold, the
+// prometheus gate's window and which gates are required; flags given on the command line
+// (Config.ForceMaxFalsePositive, Config.ForceRequire) override them.
+func TestGateSettings(t *testing.T) {
+	bp := func(n int64) *int64 { return &n }
+	sim := &report.Report{Rules: []*report.Rule{
+		{Domain: "edge", Rule: "r", Counts: report.Counts{Requests: 1000, WouldDeny: 100, FalsePositives: 2}}, // 2%
+	}}
+	prom := &windowProm{over: 30, total: 1000} // 3%
+	tests := []struct {
+		name     string
+		settings policy.RolloutSettings
+		cfg      Config
+		gates    string // NAME=STATE of the simulate and prometheus gates
+		limits   string // the simulate and prometheus gates' limits, "-" when none
+		window   time.Duration
+		reasons  string // a substring of the joined reasons
+	}{
+		{name: "no settings: the command line's threshold", cfg: Config{Simulation: sim, Prometheus: prom, MaxFalsePositive: 0.005},
+			gates: "simulate=blocked prometheus=blocked", limits: "0.5% 0.5%", window: 7 * 24 * time.Hour,
+			reasons: "false positives 2% (2 of 100 would-deny decisions, 1000 requests matched), over 0.5%; "},
+		{name: "the domain's thresholds apply", settings: policy.RolloutSettings{
+			Simulate: policy.GateSettings{MaxShareBP: bp(250)}, Prometheus: policy.GateSettings{MaxShareBP: bp(300), WindowMs: 3600000}},
+			cfg:   Config{Simulation: sim, Prometheus: prom, MaxFalsePositive: 0.005},
+			gates: "simulate=pass prometheus=pass", limits: "2.5% 3%", window: time.Hour,
+			reasons: "at most 2.5% (the domain's max_false_positive); prometheus: would deny 3% (30 of 1000 decisions over the last 1h), at most 3% (the domain's max_would_deny)"},
+		{name: "one gate set, the other from the command line", settings: policy.RolloutSettings{
+			Prometheus: policy.GateSettings{MaxShareBP: bp(500)}},
+			cfg:   Config{Simulation: sim, Prometheus: prom, MaxFalsePositive: 0.01},
+			gates: "simulate=blocked prometheus=pass", limits: "1% 5%", window: 7 * 24 * time.Hour},
+		{name: "a threshold of 0 is set", settings: policy.RolloutSettings{Prometheus: policy.GateSettings{MaxShareBP: bp(0)}},
+			cfg:   Config{Prometheus: prom, MaxFalsePositive: 0.5},
+			gates: "simulate=not_evaluated prometheus=blocked", limits: "- 0%", window: 7 * 24 * time.Hour,
+			reasons: "over 0% (the domain's max_would_deny)"},
+		{name: "--max-false-positive overrides the domain", settings: policy.RolloutSettings{
+			Simulate: policy.GateSettings{MaxShareBP: bp(250)}, Prometheus: policy.GateSettings{MaxShareBP: bp(300)}},
+			cfg:   Config{Simulation: sim, Prometheus: prom, MaxFalsePositive: 0.025, ForceMaxFalsePositive: true},
+			gates: "simulate=pass prometheus=blocked", limits: "2.5% 2.5%", window: 7 * 24 * time.Hour,
+			reasons: "would deny 3% (30 of 1000 decisions over the last 7 days), over 2.5%"},
+		{name: "the domain requires the prometheus gate", settings: policy.RolloutSettings{
+			Prometheus: policy.GateSettings{Required: true}},
+			gates: "simulate=not_evaluated prometheus=blocked", limits: "- -",
+			reasons: "no --prometheus-url, and the gate is required"},
+		{name: "--require adds to the domain's", settings: policy.RolloutSettings{
+			Prometheus: policy.GateSettings{Required: true}},
+			cfg:   Config{Require: []string{GateSimulate}},
+			gates: "simulate=blocked prometheus=blocked", limits: "- -"},
+		{name: "--require given overrides the domain's", settings: policy.RolloutSettings{
+			Prometheus: policy.GateSettings{Required: true}},
+			cfg:   Config{Require: []string{GateSimulate}, ForceRequire: true},
+			gates: "simulate=blocked prometheus=not_evaluated", limits: "- -"},
+		{name: "--require= requires none", settings: policy.RolloutSettings{
+			Simulate: policy.GateSettings{Required: true}, Prometheus: policy.GateSettings{Required: true}},
+			cfg:   Config{Require: []string{}, ForceRequire: true},
+			gates: "simulate=not_evaluated prometheus=not_evaluated", limits: "- -"},
+	}
+	for i, tt := range tests {
+		prom.window = 0
+		r := &policy.Rule{Name: "r", Stage: policy.Stage{Name: policy.StageShadow, Since: "2025-06-01"}}
+		m := &policy.Model{Domains: []*policy.Domain{{Name: "edge", Rules: []*policy.Rule{r}, Rollout: tt.settings,
+			Governance: policy.Governance{ShadowDwellMs: 7 * day, SoftDwellMs: 7 * day}}}}
+		tt.cfg.Today = date("2025-06-09")
+		rs := Evaluate(context.Background(), m, tt.cfg).Rules[0]
+		var gates, limits, reasons []string
+		for _, g := range rs.Gates {
+			reasons = append(reasons, g.Name+": "+g.Reason)
+			if g.Name != GateSimulate && g.Name != GatePrometheus {
+				continue
+			}
+			gates = append(gates, g.Name+"="+string(g.State))
+			if g.Limit == nil {
+				limits = append(limits, "-")
+			} else {
+				limits = append(limits, Percent(*g.Limit))
+			}
+		}
+		if got := strings.Join(gates, " "); got != tt.gates {
+			t.Errorf("step %d (%s): gates %s, want %s", i, tt.name, got, tt.gates)
+		}
+		if got := strings.Join(limits, " "); got != tt.limits {
+			t.Errorf("step %d (%s): limits %s, want %s", i, tt.name, got, tt.limits)
+		}
+		if prom.window != tt.window {
+			t.Errorf("step %d (%s): prometheus window %s, want %s", i, tt.name, prom.window, tt.window)
+		}
+		if got := strings.Join(reasons, "; "); !strings.Contains(got, tt.reasons) {
+			t.Errorf("step %d (%s): reasons %q, want them to hold %q", i, tt.name, got, tt.reasons)
+		}
+	}
+}
+
+// windowProm answers every rule with the same counts and records the window it was asked for.
+type windowProm struct {
+	over, total float64
+	window      time.Duration
+}
+
+func (p *windowProm) WouldDeny(_ context.Context, _, _ string, _ policy.StageName, window time.Duration) (float64, float64, error) {
+	p.window = window
+	return p.over, p.total, nil
+}
+
 // TestStatusAndPlanOfExample evaluates the example policies on a fixed date and compares the
 // text and JSON forms with golden files.
 func TestStatusAndPlanOfExample(t *testing.T) {

@@ -260,6 +260,7 @@ func (d *decoder) domain(name string, v cue.Value) *policy.Domain {
 	}
 	dom.CriticalPaths = d.strings(o.get("critical_paths"))
 	dom.Governance = d.governance(o.get("governance"), dom.Pos)
+	dom.Rollout = d.rollout(o.get("rollout"))
 	defaults := objectOf(o.get("defaults"))
 	leaseDefaults := objectOf(defaults.get("lease"))
 	dom.Rules = []*policy.Rule{}
@@ -303,6 +304,47 @@ func (d *decoder) governance(v cue.Value, domainPos policy.Pos) policy.Governanc
 		g.Removed[f.name] = d.str(f.v)
 	}
 	return g
+}
+
+// rollout decodes a domain's rollout block. It fills in no defaults: what is not set stays zero,
+// for the command line's flags and rollout's defaults to apply, and a domain without the block
+// keeps its snapshot's content_hash.
+func (d *decoder) rollout(v cue.Value) policy.RolloutSettings {
+	o := objectOf(v)
+	gates := objectOf(o.get("gates"))
+	sim, prom := objectOf(gates.get("simulate")), objectOf(gates.get("prometheus"))
+	return policy.RolloutSettings{
+		CanaryPercent: int(d.int(o.get("canary_percent"), 0)),
+		Simulate: policy.GateSettings{
+			MaxShareBP: d.optBasisPoints(sim.get("max_false_positive")),
+			Required:   d.bool(sim.get("required"), false),
+		},
+		Prometheus: policy.GateSettings{
+			MaxShareBP: d.optBasisPoints(prom.get("max_would_deny")),
+			WindowMs:   d.ms(prom.get("window"), 0),
+			Required:   d.bool(prom.get("required"), false),
+		},
+	}
+}
+
+func (d *decoder) bool(v cue.Value, def bool) bool {
+	if !v.Exists() {
+		return def
+	}
+	b, err := v.Bool()
+	if err != nil {
+		d.errorf(v, "%v", err)
+	}
+	return b
+}
+
+// optBasisPoints is basisPoints for an optional field: nil when it is absent.
+func (d *decoder) optBasisPoints(v cue.Value) *int64 {
+	if !v.Exists() {
+		return nil
+	}
+	bp := d.basisPoints(v)
+	return &bp
 }
 
 func (d *decoder) source(key string, v cue.Value) *policy.Source {
@@ -490,14 +532,18 @@ func (d *decoder) lease(rule, defaults object) policy.Lease {
 
 // basisPoints converts a percentage such as 2 or 0.25 into basis points, exactly.
 func (d *decoder) basisPoints(v cue.Value) int64 {
+	name := "percent"
+	if sels := v.Path().Selectors(); len(sels) > 0 {
+		name = sels[len(sels)-1].String()
+	}
 	var x big.Rat
 	if _, ok := x.SetString(fmt.Sprint(v)); !ok {
-		d.errorf(v, "drift_tolerance must be a number")
+		d.errorf(v, "%s must be a number", name)
 		return 0
 	}
 	x.Mul(&x, big.NewRat(100, 1))
 	if !x.IsInt() {
-		d.errorf(v, "drift_tolerance has more than two decimals")
+		d.errorf(v, "%s has more than two decimals", name)
 		return 0
 	}
 	return x.Num().Int64()

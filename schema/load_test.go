@@ -209,6 +209,70 @@ domains: e: {
 	}
 }
 
+// TestLoadRollout decodes a domain's rollout block, and leaves a domain without one at the zero
+// value, which its snapshot leaves out.
+func TestLoadRollout(t *testing.T) {
+	const src = `package policies
+
+domains: d: {
+	sources: tenant_id: {kind: "header", header: "x-tenant-id"}
+	rollout: {
+		canary_percent: 20
+		gates: {
+			simulate: {max_false_positive: 0.25, required: true}
+			prometheus: {max_would_deny: 1, window: "1h"}
+		}
+	}
+	rules: r: {match: [{key: "tenant_id"}], limits: [{requests: 10, window: "1s"}]}
+}
+domains: e: {
+	sources: tenant_id: {kind: "header", header: "x-tenant-id"}
+	rollout: gates: prometheus: {max_would_deny: 0, required: true}
+	rules: r: {match: [{key: "tenant_id"}], limits: [{requests: 10, window: "1s"}]}
+}
+domains: f: {
+	sources: tenant_id: {kind: "header", header: "x-tenant-id"}
+	rules: r: {match: [{key: "tenant_id"}], limits: [{requests: 10, window: "1s"}]}
+}
+`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := func(n int64) *int64 { return &n }
+	for _, tt := range []struct {
+		domain string
+		want   policy.RolloutSettings
+		canary int
+	}{
+		{"d", policy.RolloutSettings{CanaryPercent: 20,
+			Simulate:   policy.GateSettings{MaxShareBP: bp(25), Required: true},
+			Prometheus: policy.GateSettings{MaxShareBP: bp(100), WindowMs: 3600000}}, 20},
+		// A threshold of 0 is set, not absent.
+		{"e", policy.RolloutSettings{Prometheus: policy.GateSettings{MaxShareBP: bp(0), Required: true}}, policy.DefaultCanaryPercent},
+		{"f", policy.RolloutSettings{}, policy.DefaultCanaryPercent},
+	} {
+		got := m.Domain(tt.domain).Rollout
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("domain %s: got rollout %+v, want %+v", tt.domain, got, tt.want)
+		}
+		if got := got.Canary(); got != tt.canary {
+			t.Errorf("domain %s: got canary %d%%, want %d%%", tt.domain, got, tt.canary)
+		}
+	}
+	var b strings.Builder
+	if err := policy.WriteSnapshot(&b, &policy.Model{Domains: []*policy.Domain{m.Domain("f")}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), `"rollout"`) {
+		t.Errorf("got snapshot\n%s\nwant no rollout field for a domain without the block", b.String())
+	}
+}
+
 // TestLoadPrecedence checks that rules spread over files come out in Lookup's order: level by
 // level, exact before wildcard (in declared order) before key only, parents before children.
 func TestLoadPrecedence(t *testing.T) {

@@ -47,6 +47,13 @@ A gate that is configured but cannot be evaluated (no traffic, an unreachable
 Prometheus, a rule the log never matched) blocks, with the reason. --require GATE
 makes the simulate or prometheus gate block when it is not configured.
 
+Each domain may set its own gates in a rollout block: a threshold per gate
+(gates: simulate: max_false_positive, gates: prometheus: max_would_deny, in percent),
+the prometheus gate's window (instead of the stage's dwell), which gates are required,
+and the canary_percent that promote writes (default 5). A flag given on the command
+line overrides every domain's setting: --max-false-positive the thresholds, --require
+the required gates (--require= requires none), --percent the canary's share.
+
 Rules are named DOMAIN/RULE, or RULE when one domain has it.
 
 Pull requests (--pr, on promote, abort, pause and resume): the edit is committed on the
@@ -86,7 +93,8 @@ Exit codes: 0 planned (whatever it promotes), 3 usage or tool error.`
 const rolloutPromoteLong = `Advance each RULE one stage, in the policy files: the stage's name becomes the next
 stage and its since --date (default --today). --to STAGE says which stage is
 expected next, and refuses a rule whose next stage is another (stages advance one
-step at a time). Entering canary writes --percent.
+step at a time). Entering canary writes the domain's rollout canary_percent
+(default 5), or --percent when it is given.
 
 Every gate must pass for every RULE, or nothing is edited and promote exits 1.
 --dry-run prints the change as rlctl diff would (-o text, json or markdown) and
@@ -127,8 +135,8 @@ func newRolloutCmd() *cobra.Command {
 	pf.StringArrayVar(&rf.logs, "log", nil, "access log to replay for the simulate gate (repeatable)")
 	pf.StringVar(&rf.logFormat, "log-format", "", "envoy-json, envoy-text, jsonl or csv (default: detected)")
 	pf.StringVar(&rf.promURL, "prometheus-url", "", "Prometheus server that scrapes the enforcers, for the prometheus gate")
-	pf.StringVar(&rf.maxFP, "max-false-positive", "0.5%", "the simulate and prometheus gates' threshold: a share such as 0.5% or 0.005")
-	pf.StringSliceVar(&rf.require, "require", nil, "gates that block when not configured: simulate, prometheus")
+	pf.StringVar(&rf.maxFP, "max-false-positive", "0.5%", "the simulate and prometheus gates' threshold, a share such as 0.5% or 0.005 (overrides the domains' rollout settings)")
+	pf.StringSliceVar(&rf.require, "require", nil, "gates that block when not configured: simulate, prometheus (overrides the domains' rollout settings)")
 
 	status := &cobra.Command{
 		Use: "status [PATH]", Short: "Show each rule's stage and gates", Long: rolloutStatusLong,
@@ -149,7 +157,7 @@ func newRolloutCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return rolloutEdit(cmd, &rf, "promote", args) },
 	}
 	promote.Flags().StringVar(&rf.to, "to", "", "the stage expected next: soft, canary or enforce")
-	promote.Flags().IntVar(&rf.percent, "percent", 5, "the canary's share of enforcers, entering canary")
+	promote.Flags().IntVar(&rf.percent, "percent", policy.DefaultCanaryPercent, "the canary's share of enforcers, entering canary (overrides the domain's rollout canary_percent)")
 	promote.Flags().StringVarP(&rf.output, "output", "o", "text", "--dry-run's format: text, json or markdown")
 	abort := &cobra.Command{
 		Use: "abort RULE...", Short: "Put rules back in shadow", Long: rolloutAbortLong,
@@ -219,6 +227,9 @@ func (rf *rolloutFlags) gateConfig(cmd *cobra.Command, m *policy.Model) (rollout
 	if cfg.MaxFalsePositive, err = parseShare(rf.maxFP); err != nil {
 		return cfg, usageErrorf("rollout: %w", err)
 	}
+	// Flags given on the command line override the domains' rollout settings.
+	cfg.ForceMaxFalsePositive = cmd.Flags().Changed("max-false-positive")
+	cfg.ForceRequire = cmd.Flags().Changed("require")
 	for _, g := range rf.require {
 		if g != rollout.GateSimulate && g != rollout.GatePrometheus {
 			return cfg, usageErrorf("rollout: --require %q: want simulate or prometheus", g)
@@ -365,7 +376,10 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 			}
 			e.edit.To, e.edit.Since = next, since
 			if next == policy.StageCanary {
-				e.edit.Percent = rf.percent
+				e.edit.Percent = d.Rollout.Canary()
+				if cmd.Flags().Changed("percent") {
+					e.edit.Percent = rf.percent
+				}
 			}
 			e.what = fmt.Sprintf("%s → %s", from, next)
 		case "abort":
