@@ -110,6 +110,11 @@ func TestKubernetesConfigMapsCurrent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The API server refuses a ConfigMap over 1 MiB; past that, serve the policy over
+			// xDS (rlctl serve-xds) instead.
+			if len(got) >= 1<<20 {
+				t.Errorf("ConfigMap %s: %d bytes, over the 1 MiB a ConfigMap may hold", c.configMap, len(got))
+			}
 			path := filepath.Join("deploy", k8sDir, c.file)
 			golden.Check(t, path, got)
 			// The manifest must give Kubernetes the rendered bytes back.

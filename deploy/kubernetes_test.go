@@ -172,7 +172,8 @@ func gatewayPod(t *testing.T, ms *manifests) (*appsv1.Deployment, map[string]*co
 		t.Fatalf("got %d Deployments, want 1", len(ms.deployments))
 	}
 	var d *appsv1.Deployment
-	for _, d = range ms.deployments {
+	for _, dd := range ms.deployments {
+		d = dd
 	}
 	cs := map[string]*corev1.Container{}
 	for i := range d.Spec.Template.Spec.Containers {
