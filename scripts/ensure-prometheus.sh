@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
-# Makes sure promtool is on PATH: the render tests run `promtool check rules` and `promtool test
-# rules` on the rendered alerting rules. Installs Debian's prometheus package (which ships
-# promtool) when it is missing and we are root; otherwise says what to do.
+# Makes sure promtool and prometheus are on PATH: the render tests run `promtool check rules` and
+# `promtool test rules` on the rendered alerting rules, and the rollout test of the Prometheus gate
+# starts its own prometheus server on a free loopback port. Installs Debian's prometheus package
+# (which ships both) when either is missing and we are root; otherwise says what to do.
 #
-# The tests need only the promtool binary, never a Prometheus server. The package's maintainer
+# The tests never use the package's own service. The package's maintainer
 # scripts would start one on :9090 and enable it at boot, so the install runs with service starts
 # denied (a policy-rc.d of our own, when the host has none), and the service the package installed
 # is then disabled and, should it be running anyway, stopped. A Prometheus that this script did
 # not install is never touched.
 set -euo pipefail
-if command -v promtool >/dev/null 2>&1; then
+if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
   exit 0
 fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "ensure-prometheus: promtool is not installed; install it (for example: sudo apt-get install -y --no-install-recommends prometheus)" >&2
+  echo "ensure-prometheus: promtool or prometheus is not installed; install them (for example: sudo apt-get install -y --no-install-recommends prometheus)" >&2
   exit 1
 fi
 if dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok installed'; then
-  echo "ensure-prometheus: the prometheus package is installed but promtool is not on PATH" >&2
+  echo "ensure-prometheus: the prometheus package is installed but promtool or prometheus is not on PATH" >&2
   exit 1
 fi
 
