@@ -166,6 +166,11 @@ func TestCompare(t *testing.T) {
 			m.Domains[0].CriticalPaths = nil
 		}, []change{{"", KindDomainSetting, "edge: gateway rls_timeout 20ms → 50ms"},
 			{"", KindDomainSetting, "edge: critical_paths /pay/* → none"}}},
+		{"governance and rollout settings", func(m *policy.Model) {
+			m.Domains[0].Governance.ShadowDwellMs = 14 * 86_400_000
+			m.Domains[0].Rollout.CanaryPercent = 20
+		}, []change{{"", KindDomainSetting, "edge: governance none → dwell shadow 14d, soft 0ms, new rules at shadow false"},
+			{"", KindDomainSetting, `edge: rollout none → {"canary_percent":20}`}}},
 		{"domain added", func(m *policy.Model) {
 			d := model().Domains[0]
 			d.Name, d.Rules = "internal", d.Rules[:1]

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,12 @@ func domainSettings(bd, hd *policy.Domain) []Change {
 	}
 	if b, h := strings.Join(bd.CriticalPaths, ", "), strings.Join(hd.CriticalPaths, ", "); b != h {
 		add("critical_paths", b, h, bd.Pos, hd.Pos)
+	}
+	if b, h := governanceString(bd.Governance), governanceString(hd.Governance); b != h {
+		add("governance", b, h, bd.Governance.Pos, hd.Governance.Pos)
+	}
+	if b, h := settingString(bd.Rollout), settingString(hd.Rollout); b != h {
+		add("rollout", b, h, bd.Pos, hd.Pos)
 	}
 	used := map[string]bool{}
 	for _, r := range hd.Rules {
@@ -53,4 +60,35 @@ func domainSettings(bd, hd *policy.Domain) []Change {
 		}
 	}
 	return slices.Clip(cs)
+}
+
+// governanceString describes a governance block, "" when it is empty.
+func governanceString(g policy.Governance) string {
+	if g.ShadowDwellMs == 0 && g.SoftDwellMs == 0 && !g.NewRulesAtShadow && g.OptOutReason == "" && len(g.Removed) == 0 {
+		return ""
+	}
+	s := "dwell shadow " + duration(g.ShadowDwellMs) + ", soft " + duration(g.SoftDwellMs) +
+		", new rules at shadow " + strconv.FormatBool(g.NewRulesAtShadow)
+	if g.OptOutReason != "" {
+		s += " (opt-out: " + g.OptOutReason + ")"
+	}
+	if len(g.Removed) > 0 {
+		var names []string
+		for name := range g.Removed {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		s += ", removal reasons for " + strings.Join(names, ", ")
+	}
+	return s
+}
+
+// settingString is a domain settings block as compact JSON (map keys sorted), "" when it is
+// empty.
+func settingString(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "{}" {
+		return ""
+	}
+	return string(b)
 }
