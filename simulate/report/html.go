@@ -26,7 +26,7 @@ h3{font-size:15px;margin:18px 0 6px} .muted{color:#656d76;font-size:13px}
 .card b{display:block;font-size:22px} .card span{font-size:12px;color:#656d76}
 .group{font-size:13px;font-weight:600;margin-top:16px}
 .warn{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:6px 10px;margin:8px 0;font-size:14px}
-.bad{color:#cf222e} .ok{color:#1a7f37}
+.bad{color:#cf222e} .ok{color:#1a7f37} .card b.none{font-size:16px;color:#656d76}
 table{border-collapse:collapse;font-size:13px;margin:8px 0} th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:right}
 th{background:#f6f8fa} td.l,th.l{text-align:left} code{font-size:12px}
 .charts{display:flex;flex-wrap:wrap;gap:16px} svg{background:#fff;border:1px solid #eaeef2;border-radius:4px}
@@ -38,16 +38,17 @@ pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 	for _, warning := range Warnings(r) {
 		fmt.Fprintf(&b, "<div class=\"warn\">&#9888; %s</div>\n", htmlEscape(warning))
 	}
-	status := `<b class="ok">pass</b>`
-	if r.Failed {
-		status = `<b class="bad">fail</b>`
-	}
+	status := map[string]string{
+		VerdictPass:         `<b class="ok">pass</b>`,
+		VerdictFail:         `<b class="bad">fail</b>`,
+		VerdictNoThresholds: `<b class="none">no thresholds set</b>`,
+	}[r.Verdict()]
 	b.WriteString(`<div class="group">Requests</div><div class="cards">`)
 	card(&b, fmt.Sprint(r.Requests), "requests replayed")
 	card(&b, fmt.Sprint(r.BadLines), "bad lines")
 	card(&b, fmt.Sprint(t.RequestsWouldDeny), "requests would be denied ("+pct(t.DenyRate)+" of requests)")
 	card(&b, fmt.Sprint(t.RequestsDenied), "requests rejected at their stage")
-	fmt.Fprintf(&b, `<div class="card">%s<span>thresholds</span></div>`, status)
+	fmt.Fprintf(&b, `<div class="card">%s<span>thresholds (--fail-if)</span></div>`, status)
 	b.WriteString("</div>\n")
 	b.WriteString(`<div class="group">Rule decisions <span class="muted">(summed over rules: a request two rules deny counts twice)</span></div><div class="cards">`)
 	card(&b, fmt.Sprint(t.WouldDeny), "would deny")

@@ -141,10 +141,11 @@ func fitDetails(rules []ruleDetails, budget int) []int {
 func markdownHead(r *Report) string {
 	var b strings.Builder
 	t := r.Totals
-	status := "✅ within thresholds"
-	if r.Failed {
-		status = "❌ a threshold was crossed"
-	}
+	status := map[string]string{
+		VerdictPass:         "✅ within thresholds",
+		VerdictFail:         "❌ a threshold was crossed",
+		VerdictNoThresholds: "no thresholds set",
+	}[r.Verdict()]
 	fmt.Fprintf(&b, "### rlctl simulate: %s\n\n", status)
 	fmt.Fprintf(&b, "Replayed **%d** requests (%d bad lines skipped) from %s, %s, through `%s` on %d virtual gateways (%s, store latency %s).\n\n",
 		r.Requests, r.BadLines, mdCode(strings.Join(r.Logs, ", ")), window(r), mdEscape(r.Policies), r.Settings.Gateways, r.Settings.Assignment, r.Settings.StoreLatency)
@@ -162,7 +163,9 @@ func markdownHead(r *Report) string {
 	fmt.Fprintf(&b, "| **False positives** | **%d** (%s of would-deny) |\n", t.FalsePositives, pct(t.FalsePositiveRate))
 	fmt.Fprintf(&b, "| &nbsp;&nbsp;legitimate identities | %d |\n", t.LegitDenials)
 	fmt.Fprintf(&b, "| &nbsp;&nbsp;shared-NAT collateral (≥ %d users) | %d |\n", r.Settings.NATUsers, t.NATCollateral)
-	if len(r.Thresholds) > 0 {
+	if len(r.Thresholds) == 0 {
+		b.WriteString("\nNo thresholds set (`--fail-if`): nothing was checked.\n")
+	} else {
 		b.WriteString("\n| Threshold (`--fail-if`) | Value |\n|---|---:|\n")
 		for _, th := range r.Thresholds {
 			mark := "✅"

@@ -49,7 +49,8 @@
 //	              "ideal_deny":[...], "lease":[...]}
 //	  }],
 //	  "thresholds": [{"expr":"false_positive_rate>0.5%","value":0.0333,"crossed":true}],
-//	  "failed": true                      // a --fail-if threshold was crossed
+//	  "failed": true,                     // a --fail-if threshold was crossed
+//	  "verdict": "fail"                   // "no_thresholds", "pass" or "fail"
 //	}
 //
 // over_admission counts requests the leased gateways admitted that the ideal bucket denied;
@@ -57,6 +58,10 @@
 // identities marked legitimate) plus nat_collateral (would-deny decisions on an address or
 // subnet key behind which at least settings.nat_users distinct users were seen);
 // false_positive_rate is false_positives / would_deny.
+//
+// verdict is "no_thresholds" when no --fail-if was given (thresholds is empty and failed is
+// false: nothing was checked, whatever the figures), "pass" when every threshold held and
+// "fail" when one was crossed.
 package report
 
 import (
@@ -192,6 +197,24 @@ type Series struct {
 	Lease []int64 `json:"lease"`
 }
 
+// Verdicts of a report, as Verdict returns them and the JSON's "verdict" says.
+const (
+	VerdictNoThresholds = "no_thresholds" // no --fail-if was given: nothing was checked
+	VerdictPass         = "pass"          // every threshold held
+	VerdictFail         = "fail"          // a threshold was crossed
+)
+
+// Verdict says whether r passed its thresholds, failed them, or had none to pass.
+func (r *Report) Verdict() string {
+	switch {
+	case r.Failed:
+		return VerdictFail
+	case len(r.Thresholds) == 0:
+		return VerdictNoThresholds
+	}
+	return VerdictPass
+}
+
 // Threshold is one evaluated --fail-if expression.
 type Threshold struct {
 	Expr    string  `json:"expr"`
@@ -296,11 +319,15 @@ func Write(w io.Writer, r *Report, format string) error {
 	return fmt.Errorf("report: format %q: want table, json, markdown or html", format)
 }
 
-// WriteJSON writes r as indented JSON.
+// WriteJSON writes r as indented JSON, with its verdict last.
 func WriteJSON(w io.Writer, r *Report) error {
+	type fields Report // without the methods, so that the embedding adds fields only
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(struct {
+		*fields
+		Verdict string `json:"verdict"`
+	}{(*fields)(r), r.Verdict()})
 }
 
 // pct formats a fraction as a percentage.

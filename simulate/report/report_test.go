@@ -38,7 +38,7 @@ func TestJSONSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"schema", "policies", "logs", "requests", "bad_lines", "bad_line_samples", "start_ms", "end_ms",
-		"settings", "totals", "rules", "thresholds", "failed"} {
+		"settings", "totals", "rules", "thresholds", "failed", "verdict"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("top-level key %q missing", k)
 		}
@@ -169,6 +169,49 @@ func TestWarningsInEveryFormat(t *testing.T) {
 		}
 		if strings.Contains(b.String(), "⚠️") || strings.Contains(b.String(), `class="warn"`) {
 			t.Errorf("%s: got a warning, want none", format)
+		}
+	}
+}
+
+// Without --fail-if no format says the run passed: every one says no thresholds were set, and
+// pass or fail only when there were thresholds.
+func TestVerdictInEveryFormat(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		thresholds []Threshold
+		verdict    string
+		want, not  map[string]string // by format
+	}{
+		{name: "none", verdict: VerdictNoThresholds,
+			want: map[string]string{"table": "no thresholds set (--fail-if)", "json": `"verdict": "no_thresholds"`,
+				"markdown": "### rlctl simulate: no thresholds set\n", "html": `<b class="none">no thresholds set</b>`},
+			not: map[string]string{"table": "threshold ", "json": `"verdict": "pass"`, "markdown": "✅", "html": "pass<"}},
+		{name: "held", thresholds: []Threshold{{Expr: "would_deny>1000", Value: 3}}, verdict: VerdictPass,
+			want: map[string]string{"table": "threshold would_deny>1000: value 3: ok", "json": `"verdict": "pass"`,
+				"markdown": "### rlctl simulate: ✅ within thresholds\n", "html": `<b class="ok">pass</b>`},
+			not: map[string]string{"table": "no thresholds", "json": "no_thresholds", "markdown": "no thresholds", "html": "no thresholds"}},
+		{name: "crossed", thresholds: []Threshold{{Expr: "would_deny>1", Value: 3, Crossed: true}}, verdict: VerdictFail,
+			want: map[string]string{"table": "threshold would_deny>1: value 3: CROSSED", "json": `"verdict": "fail"`,
+				"markdown": "### rlctl simulate: ❌ a threshold was crossed\n", "html": `<b class="bad">fail</b>`},
+			not: map[string]string{"table": "no thresholds", "json": "no_thresholds", "markdown": "no thresholds", "html": "no thresholds"}},
+	} {
+		r := sample(2)
+		r.Thresholds = tt.thresholds
+		r.Failed = tt.verdict == VerdictFail
+		if got := r.Verdict(); got != tt.verdict {
+			t.Errorf("%s: verdict: got %q, want %q", tt.name, got, tt.verdict)
+		}
+		for _, format := range []string{"table", "json", "markdown", "html"} {
+			var b strings.Builder
+			if err := Write(&b, r, format); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tt.want[format]) {
+				t.Errorf("%s: %s lacks %q", tt.name, format, tt.want[format])
+			}
+			if strings.Contains(b.String(), tt.not[format]) {
+				t.Errorf("%s: %s has %q", tt.name, format, tt.not[format])
+			}
 		}
 	}
 }

@@ -86,6 +86,11 @@ func writeBadLines(w io.Writer, r *Report, indent string) {
 }
 
 func writeThresholds(w io.Writer, r *Report, indent string) {
+	if r.Verdict() == VerdictNoThresholds {
+		fmt.Fprintf(w, "\n%sno thresholds set (--fail-if): nothing was checked\n", indent)
+		return
+	}
+	fmt.Fprintln(w)
 	for _, th := range r.Thresholds {
 		state := "ok"
 		if th.Crossed {
