@@ -70,6 +70,7 @@ func newRootCmd() *cobra.Command {
 		newCompletionCmd(root),
 		newLintCmd(),
 		newSimulateCmd(),
+		newReplayCmd(),
 		newTestCmd(),
 		newGenLogsCmd(),
 		newImportCmd(),

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/internal/atomicfile"
-	"github.com/rlctl/rlctl/journal"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate"
@@ -64,25 +63,15 @@ users (JWT subjects or TLS fingerprints) were seen.
 VALUE may end in %. Metrics: ` + "{{metrics}}" + `.
 Each crossed threshold is also named on stderr, whatever the format and wherever the report
 goes ("rlctl simulate: threshold crossed: false_positive_rate 0.47% > 0.3%").
-Without --fail-if nothing is checked: every format says "no thresholds set" (JSON "verdict":
-"no_thresholds"), not that the run passed.
 
 Output (-o): table (default), json (schema rlctl.simulate/v1), markdown (a pull-request
 comment of at most 65,535 characters) or html (one self-contained page with SVG charts).
 
-Journal replay (--journal FILE, repeatable): instead of access logs, re-run the decisions an
-enforcer made (rlctl-enforcer --journal FILE) through the same engine code, fed with the store
-replies and times the journal recorded, and list every decision that comes out differently
-(file:line, key, rule, recorded and replayed). Each journal's config records name their policy
-by content hash: --policies and every --snapshot FILE (rlctl render --target snapshot) are the
-candidates. -o text (default) or json (schema rlctl.journal-replay/v1), to stdout or --out
-FILE. Exit 1 when anything differs. --snapshot needs --journal, and these flags of log replay
-mean nothing with it and are rejected:
-  ` + "{{log-only}}" + `.
+--journal FILE (with --snapshot FILE) is deprecated: it runs rlctl replay, which takes the
+same flags, and notes so on stderr. Flags of log replay are rejected with it.
 
-Exit codes: 0 replayed within thresholds (or a journal replayed exactly), 1 a --fail-if
-threshold was crossed (or a journal decision differs), 3 usage or tool error (bad flag,
-unreadable log, journal or policy, more than --max-bad bad lines).`
+Exit codes: 0 replayed within thresholds, 1 a --fail-if threshold was crossed, 3 usage or
+tool error (bad flag, unreadable log or policy, more than --max-bad bad lines).`
 
 // simulateFlags are simulate's flags as given.
 type simulateFlags struct {
@@ -102,24 +91,13 @@ type logSettings struct {
 	thresholds []simulate.Threshold
 }
 
-// Flags that mean something in one mode only. Giving one in the other mode is a usage error: a
-// --fail-if that silently never fails a journal replay would pass CI by mistake.
-var (
-	logOnlyFlags = []string{"log-format", "field", "gateways", "assign", "store-latency", "seed",
-		"nat-users", "legit", "domain", "top", "fail-if", "max-bad"}
-	journalOnlyFlags = []string{"snapshot"}
-)
-
 func newSimulateCmd() *cobra.Command {
 	var sf simulateFlags
 	cmd := &cobra.Command{
-		Use:   "simulate (--log FILE | --journal FILE) [flags]",
+		Use:   "simulate --log FILE... [flags]",
 		Short: "Replay access logs through the engine and estimate false positives",
-		Long: strings.NewReplacer(
-			"{{metrics}}", strings.Join(simulate.MetricNames(), ", "),
-			"{{log-only}}", "--"+strings.Join(logOnlyFlags, ", --"),
-		).Replace(simulateLong),
-		Args: cobra.NoArgs,
+		Long:  strings.ReplaceAll(simulateLong, "{{metrics}}", strings.Join(simulate.MetricNames(), ", ")),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case len(sf.journals) > 0 && len(sf.logs) > 0:
@@ -127,19 +105,19 @@ func newSimulateCmd() *cobra.Command {
 			case len(sf.journals) == 0 && len(sf.logs) == 0:
 				return usageErrorf("simulate: no --log or --journal given")
 			}
+			if len(sf.journals) > 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), simulateJournalDeprecated)
+			}
 			// Values are checked whichever the mode, so a typo is never hidden by the mode.
 			ls, err := sf.parseLogSettings()
 			if err != nil {
 				return err
 			}
 			if len(sf.journals) > 0 {
-				if err := onlyIn(cmd, logOnlyFlags, "--log"); err != nil {
-					return err
-				}
-				return replayJournals(cmd, sf)
+				return simulateJournals(cmd)
 			}
-			if err := onlyIn(cmd, journalOnlyFlags, "--journal"); err != nil {
-				return err
+			if cmd.Flags().Changed("snapshot") {
+				return usageErrorf("simulate: --snapshot applies to --journal replay only")
 			}
 			return replayLogs(cmd, sf, ls)
 		},
@@ -157,12 +135,16 @@ func newSimulateCmd() *cobra.Command {
 	f.StringVar(&sf.legitFile, "legit", "", "file of legitimate descriptor values, one per line (VALUE or KEY=VALUE)")
 	f.StringVar(&sf.domain, "domain", "", "replay only this domain")
 	f.IntVar(&sf.top, "top", 10, "denied identities to list per rule (0: none)")
-	f.StringVarP(&sf.output, "output", "o", "table", "output format: table, json, markdown or html (text or json with --journal)")
+	f.StringVarP(&sf.output, "output", "o", "table", "output format: table, json, markdown or html")
 	f.StringVar(&sf.out, "out", "", "write the report to this file instead of stdout")
 	f.StringArrayVar(&sf.failIf, "fail-if", nil, "exit 1 when METRIC OP VALUE holds, e.g. 'false_positive_rate>0.5%'")
 	f.Int64Var(&sf.maxBad, "max-bad", 100, "bad lines tolerated before the run fails (-1: no limit)")
-	f.StringArrayVar(&sf.journals, "journal", nil, "replay an enforcer's decision journal instead of logs (repeatable)")
-	f.StringArrayVar(&sf.snapshots, "snapshot", nil, "with --journal: a policy snapshot the journals may name (repeatable)")
+	// Deprecated: rlctl replay. Hidden by hand, not by cobra's MarkDeprecated, whose note would
+	// go to stdout and break -o json.
+	f.StringArrayVar(&sf.journals, "journal", nil, "deprecated: use rlctl replay --journal")
+	f.StringArrayVar(&sf.snapshots, "snapshot", nil, "deprecated: use rlctl replay --snapshot")
+	f.Lookup("journal").Hidden = true
+	f.Lookup("snapshot").Hidden = true
 	return cmd
 }
 
@@ -201,16 +183,6 @@ func (sf *simulateFlags) parseLogSettings() (logSettings, error) {
 		return ls, usageErrorf("simulate: --gateways %d: want 1 to %d", sf.gateways, simulate.MaxGateways)
 	}
 	return ls, nil
-}
-
-// onlyIn rejects any of names that was given: they apply only to mode's replay.
-func onlyIn(cmd *cobra.Command, names []string, mode string) error {
-	for _, n := range names {
-		if cmd.Flags().Changed(n) {
-			return usageErrorf("simulate: --%s applies to %s replay only", n, mode)
-		}
-	}
-	return nil
 }
 
 // replayLogs runs simulate's access log mode.
@@ -302,70 +274,14 @@ func domainNames(m *policy.Model) string {
 func writeReport(cmd *cobra.Command, out string, write func(io.Writer) error) error {
 	if out != "" && out != "-" {
 		if err := atomicfile.Write(out, write); err != nil {
-			return usageErrorf("simulate: --out %w", err)
+			return usageErrorf("%s: --out %w", cmd.Name(), err)
 		}
 		return nil
 	}
 	if err := write(cmd.OutOrStdout()); err != nil {
-		return usageErrorf("simulate: %w", err)
+		return usageErrorf("%s: %w", cmd.Name(), err)
 	}
 	return nil
-}
-
-// replayJournals runs simulate's journal mode. The models are --policies (unless only
-// snapshots were given) and every --snapshot.
-func replayJournals(cmd *cobra.Command, sf simulateFlags) error {
-	format := sf.output
-	if format == "table" {
-		format = "text"
-	}
-	if format != "text" && format != "json" {
-		return usageErrorf("simulate: -o %q: want text or json with --journal", sf.output)
-	}
-	var models []*policy.Model
-	if cmd.Flags().Changed("policies") || len(sf.snapshots) == 0 {
-		m, err := schema.Load(sf.policies)
-		if err != nil {
-			return usageErrorf("simulate: loading %s: %w", sf.policies, err)
-		}
-		models = append(models, m)
-	}
-	for _, p := range sf.snapshots {
-		m, err := readSnapshotFile(p)
-		if err != nil {
-			return usageErrorf("simulate: --snapshot %s: %w", p, err)
-		}
-		models = append(models, m)
-	}
-	var inputs []journal.Input
-	for _, p := range sf.journals {
-		f, err := os.Open(p)
-		if err != nil {
-			return usageErrorf("simulate: %w", err)
-		}
-		defer f.Close()
-		inputs = append(inputs, journal.Input{Name: p, R: f})
-	}
-	r, err := journal.Replay(cmd.Context(), models, inputs)
-	if err != nil {
-		return usageErrorf("simulate: %w", err)
-	}
-	if err := writeReport(cmd, sf.out, func(w io.Writer) error { return journal.WriteReport(w, r, format) }); err != nil {
-		return err
-	}
-	if len(r.Mismatches) > 0 {
-		return findings()
-	}
-	return nil
-}
-
-func readSnapshotFile(path string) (*policy.Model, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return policy.ReadSnapshot(f)
 }
 
 func validOutput(o string) bool {
