@@ -40,3 +40,14 @@ func ParseDuration(s string) (ms int64, err error) {
 	}
 	return 0, fmt.Errorf("duration %q must be a whole number followed by ms, s, m, h or d", s)
 }
+
+// FormatDuration writes ms as a policy would: a whole number of the largest unit that divides
+// it, such as "250ms", "30s", "5m" or "7d". ParseDuration reads it back to ms.
+func FormatDuration(ms int64) string {
+	for i := len(unitMs) - 1; i > 0; i-- {
+		if u := unitMs[i]; ms != 0 && ms%u.ms == 0 {
+			return strconv.FormatInt(ms/u.ms, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(ms, 10) + "ms"
+}
