@@ -77,6 +77,7 @@ func newRootCmd() *cobra.Command {
 		newServeXDSCmd(),
 		newDiffCmd(),
 		newRolloutCmd(),
+		newShowCmd(),
 	)
 	return root
 }
