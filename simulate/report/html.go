@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 func WriteHTML(w io.Writer, r *Report) error {
 	var b strings.Builder
 	t := r.Totals
+	legend := Legend(r)
 	b.WriteString(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>rlctl simulate report</title>
 <style>
@@ -31,6 +33,9 @@ table{border-collapse:collapse;font-size:13px;margin:8px 0} th,td{border:1px sol
 th{background:#f6f8fa} td.l,th.l{text-align:left} code{font-size:12px}
 .charts{display:flex;flex-wrap:wrap;gap:16px} svg{background:#fff;border:1px solid #eaeef2;border-radius:4px}
 pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
+th[title],.card[title]{cursor:help} th[title]{text-decoration:underline dotted #8c959f}
+dl.legend{display:grid;grid-template-columns:max-content 1fr;gap:3px 14px;font-size:13px;margin:8px 0}
+dl.legend dt{font-weight:600} dl.legend dd{margin:0}
 </style></head><body>
 `)
 	fmt.Fprintf(&b, "<h1>rlctl simulate</h1>\n<div class=\"muted\">policies <code>%s</code> &middot; logs <code>%s</code> &middot; %s &middot; %d gateways (%s) &middot; store latency %s</div>\n",
@@ -46,16 +51,20 @@ pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 	b.WriteString(`<div class="group">Requests</div><div class="cards">`)
 	card(&b, fmt.Sprint(r.Requests), "requests replayed")
 	card(&b, fmt.Sprint(r.BadLines), "bad lines")
-	card(&b, fmt.Sprint(t.RequestsWouldDeny), "requests would be denied ("+pct(t.DenyRate)+" of requests)")
-	card(&b, fmt.Sprint(t.RequestsDenied), "requests rejected at their stage")
+	cardTip(&b, fmt.Sprint(t.RequestsWouldDeny), "requests would be denied ("+pct(t.DenyRate)+" of requests)",
+		"requests some rule was over its limit for, at any stage (each request counted once)")
+	cardTip(&b, fmt.Sprint(t.RequestsDenied), "requests rejected at their stage",
+		"requests some rule would have rejected given its stage: enforce, and canary on its share of gateways")
 	fmt.Fprintf(&b, `<div class="card">%s<span>thresholds (--fail-if)</span></div>`, status)
 	b.WriteString("</div>\n")
 	b.WriteString(`<div class="group">Rule decisions <span class="muted">(summed over rules: a request two rules deny counts twice)</span></div><div class="cards">`)
-	card(&b, fmt.Sprint(t.WouldDeny), "would deny")
-	card(&b, fmt.Sprint(t.Denied), "denied given stages")
-	card(&b, fmt.Sprint(t.IdealDeny), "ideal single bucket would deny")
-	card(&b, fmt.Sprintf("%d / %d", t.OverAdmission, t.UnderAdmission), "over / under admission")
-	card(&b, fmt.Sprint(t.FalsePositives), "false positives ("+pct(t.FalsePositiveRate)+" of would-deny)")
+	cardTip(&b, fmt.Sprint(t.WouldDeny), "would deny", meaning(legend, "Would deny"))
+	cardTip(&b, fmt.Sprint(t.Denied), "denied given stages", meaning(legend, "Denied"))
+	cardTip(&b, fmt.Sprint(t.IdealDeny), "ideal single bucket would deny", meaning(legend, "Ideal"))
+	cardTip(&b, fmt.Sprintf("%d / %d", t.OverAdmission, t.UnderAdmission), "over / under admission",
+		meaning(legend, "Over")+"; "+meaning(legend, "Under"))
+	cardTip(&b, fmt.Sprint(t.FalsePositives), "false positives ("+pct(t.FalsePositiveRate)+" of would-deny)",
+		meaning(legend, "Legit")+"; or "+meaning(legend, "NAT"))
 	b.WriteString("</div>\n")
 	for _, th := range r.Thresholds {
 		cls, s := "ok", "ok"
@@ -65,23 +74,39 @@ pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 		fmt.Fprintf(&b, "<div>threshold <code>%s</code>: value %.4g: <span class=\"%s\">%s</span></div>\n", htmlEscape(th.Expr), th.Value, cls, s)
 	}
 
-	b.WriteString("<h2>Rules</h2>\n<table><tr><th class=l>Rule</th><th class=l>Stage</th><th class=l>Limit</th><th>Requests</th><th>Would deny</th><th>Ideal</th><th>Over</th><th>Under</th><th>Stranded max</th><th>Lease max</th><th>Legit</th><th>NAT</th></tr>\n")
+	b.WriteString("<h2>Rules</h2>\n<table><tr>")
+	for i, col := range []string{"Rule", "Stage", "Limit", "Requests", "Would deny", "Ideal", "Over", "Under", "Stranded max", "Lease max", "Legit", "NAT"} {
+		b.WriteString("<th")
+		if i < 3 {
+			b.WriteString(" class=l")
+		}
+		if tip := meaning(legend, col); tip != "" {
+			fmt.Fprintf(&b, ` title="%s"`, htmlEscape(tip))
+		}
+		fmt.Fprintf(&b, ">%s</th>", col)
+	}
+	b.WriteString("</tr>\n")
 	for _, rl := range r.Rules {
 		fmt.Fprintf(&b, "<tr><td class=l><a href=\"#%s\"><code>%s/%s</code></a></td><td class=l>%s</td><td class=l>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n",
 			anchor(rl), htmlEscape(rl.Domain), htmlEscape(rl.Rule), htmlEscape(rl.Stage), htmlEscape(rl.Limit), rl.Requests, rl.WouldDeny, rl.IdealDeny,
 			rl.OverAdmission, rl.UnderAdmission, rl.StrandedMax, rl.LeaseMax, rl.LegitDenials, rl.NATCollateral)
 	}
 	b.WriteString("</table>\n")
+	writeHTMLLegend(&b, legend)
 
 	for _, rl := range r.Rules {
 		fmt.Fprintf(&b, "<h2 id=\"%s\"><code>%s/%s</code></h2>\n<div class=\"muted\">%s &middot; stage %s &middot; %d requests, %d would-deny, %d store calls</div>\n",
 			anchor(rl), htmlEscape(rl.Domain), htmlEscape(rl.Rule), htmlEscape(rl.Pos), htmlEscape(rl.Stage), rl.Requests, rl.WouldDeny, rl.StoreCalls)
 		s := rl.Series
 		b.WriteString(`<div class="charts">`)
-		b.WriteString(svgChart(chart{title: "Requests and denials per second", unit: "requests/s", each: "averaged over", rate: true, lines: []line{
-			{"requests", "#0969da", s.Requests, false}, {"ideal deny", "#8250df", s.IdealDeny, false},
-			{"would deny", "#cf222e", s.WouldDeny, true}}}, s, r.EndMs))
-		b.WriteString(svgChart(chart{title: "Largest lease batch", unit: "tokens", each: "the largest in", lines: []line{{"lease", "#1a7f37", s.Lease, false}}}, s, r.EndMs))
+		// Ideal deny is a band under would deny: where leasing decides as the ideal bucket does,
+		// the two coincide, and a line drawn over the other would hide it.
+		b.WriteString(svgChart(chart{title: "Requests and denials per second", unit: "requests/s", each: "averaged over", rate: true,
+			tip: chartTips[0], lines: []line{
+				{"requests", "#0969da", s.Requests, solid}, {"ideal deny (band)", "#8250df", s.IdealDeny, band},
+				{"would deny", "#cf222e", s.WouldDeny, solid}}}, s, r.EndMs))
+		b.WriteString(svgChart(chart{title: "Largest lease batch", unit: "tokens", each: "the largest in", tip: chartTips[1],
+			lines: []line{{"lease", "#1a7f37", s.Lease, solid}}}, s, r.EndMs))
 		b.WriteString("</div>\n")
 		if len(rl.TopDenied) > 0 {
 			b.WriteString("<h3>Top denied identities</h3><table><tr><th class=l>Identity</th><th>Denials</th><th>Requests</th><th class=l>Note</th></tr>\n")
@@ -103,8 +128,24 @@ pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 	return err
 }
 
-func card(b *strings.Builder, value, label string) {
-	fmt.Fprintf(b, `<div class="card"><b>%s</b><span>%s</span></div>`, htmlEscape(value), htmlEscape(label))
+func card(b *strings.Builder, value, label string) { cardTip(b, value, label, "") }
+
+// cardTip writes a card whose tooltip, when tip is not empty, says what its figure means.
+func cardTip(b *strings.Builder, value, label, tip string) {
+	title := ""
+	if tip != "" {
+		title = ` title="` + htmlEscape(tip) + `"`
+	}
+	fmt.Fprintf(b, `<div class="card"%s><b>%s</b><span>%s</span></div>`, title, htmlEscape(value), htmlEscape(label))
+}
+
+// writeHTMLLegend writes the legend section: what each column and each chart means.
+func writeHTMLLegend(b *strings.Builder, legend []Term) {
+	b.WriteString("<h2 id=\"legend\">Legend</h2>\n<dl class=\"legend\">")
+	for _, t := range slices.Concat(legend, chartTerms) {
+		fmt.Fprintf(b, "<dt>%s</dt><dd>%s</dd>", htmlEscape(t.Name), htmlEscape(t.Meaning))
+	}
+	b.WriteString("</dl>\n")
 }
 
 func anchor(rl *Rule) string {
@@ -121,6 +162,7 @@ func htmlEscape(s string) string { return html.EscapeString(s) }
 // chart is one SVG chart of a rule's series.
 type chart struct {
 	title string
+	tip   string // what the chart shows, as its tooltip
 	unit  string // what the y axis measures
 	// each says how a bucket makes its value, before "each 5 s bucket": "averaged over".
 	each string
@@ -133,7 +175,49 @@ type chart struct {
 type line struct {
 	name, color string
 	values      []int64
-	dashed      bool
+	style       lineStyle
+}
+
+// lineStyle is how a line is stroked.
+type lineStyle int
+
+const (
+	solid lineStyle = iota
+	dashed
+	// band is a wide, pale stroke, drawn before the lines that may coincide with it: a line
+	// that runs on it stays visible inside it, and it stays visible around the line.
+	band
+)
+
+// Band geometry: its width and opacity, and the radius of its dots.
+const (
+	bandWidth, bandOpacity = 7, 0.35
+	bandDot                = 4.5
+)
+
+// stroke returns the SVG stroke attributes of l, at opacity times its own.
+func (l line) stroke(opacity float64) string {
+	width, dash := 1.5, ""
+	switch l.style {
+	case dashed:
+		dash = ` stroke-dasharray="5 3"`
+	case band:
+		width, opacity = bandWidth, opacity*bandOpacity
+	}
+	op := ""
+	if opacity < 1 {
+		op = fmt.Sprintf(` stroke-opacity="%s"`, strconv.FormatFloat(opacity, 'f', -1, 64))
+	}
+	return fmt.Sprintf(`stroke="%s" stroke-width="%s"%s%s`, l.color, strconv.FormatFloat(width, 'f', -1, 64), op, dash)
+}
+
+// dot returns the attributes of a dot on l's buckets: a band's is larger and pale.
+func (l line) dot() string {
+	if l.style == band {
+		return fmt.Sprintf(`r="%s" fill="%s" fill-opacity="%s"`, strconv.FormatFloat(bandDot, 'f', -1, 64), l.color,
+			strconv.FormatFloat(bandOpacity, 'f', -1, 64))
+	}
+	return fmt.Sprintf(`r="2.5" fill="%s"`, l.color)
 }
 
 // maxMarkers is the most buckets a chart marks with a dot each: with few, a line alone is
@@ -261,6 +345,9 @@ func chartPoints(c chart, s Series, endMs int64) ([]int64, [][]point) {
 func writeChartHead(b *strings.Builder, c chart, s Series) {
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`,
 		chartW, chartH, chartW, chartH)
+	if c.tip != "" {
+		fmt.Fprintf(b, `<title>%s</title>`, htmlEscape(c.tip))
+	}
 	fmt.Fprintf(b, `<text x="%d" y="16" font-size="13" font-weight="600" fill="#1f2328">%s</text>`, marginLeft, htmlEscape(c.title))
 	sub := c.unit
 	if s.BucketMs > 0 {
@@ -330,10 +417,6 @@ func writeLine(b *strings.Builder, f frame, l line, lp []point) {
 	if len(lp) == 0 {
 		return
 	}
-	dash := ""
-	if l.dashed {
-		dash = ` stroke-dasharray="5 3"`
-	}
 	whole := lp
 	if lp[len(lp)-1].partial {
 		whole = lp[:len(lp)-1]
@@ -343,19 +426,19 @@ func writeLine(b *strings.Builder, f frame, l line, lp []point) {
 		for _, p := range whole {
 			fmt.Fprintf(&ps, "%.1f,%.1f ", f.x(p.ms), f.y(p.v))
 		}
-		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>`, l.color, dash, strings.TrimSpace(ps.String()))
+		fmt.Fprintf(b, `<polyline fill="none" %s stroke-linejoin="round" points="%s"/>`, l.stroke(1), strings.TrimSpace(ps.String()))
 	}
 	last := lp[len(lp)-1]
 	if len(whole) < len(lp) && len(whole) > 0 {
 		// The partial last bucket is drawn faded: a rate over less time is noisier, and a
 		// maximum over less time is lower.
 		p := whole[len(whole)-1]
-		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" stroke-opacity="0.4"%s points="%.1f,%.1f %.1f,%.1f"/>`,
-			l.color, dash, f.x(p.ms), f.y(p.v), f.x(last.ms), f.y(last.v))
+		fmt.Fprintf(b, `<polyline fill="none" %s points="%.1f,%.1f %.1f,%.1f"/>`,
+			l.stroke(0.4), f.x(p.ms), f.y(p.v), f.x(last.ms), f.y(last.v))
 	}
 	if len(lp) <= maxMarkers {
 		for _, p := range whole {
-			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, f.x(p.ms), f.y(p.v), l.color)
+			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" %s/>`, f.x(p.ms), f.y(p.v), l.dot())
 		}
 	}
 	if len(whole) < len(lp) {
@@ -363,7 +446,8 @@ func writeLine(b *strings.Builder, f frame, l line, lp []point) {
 	}
 }
 
-// writeLegend writes a swatch and name for each line, saying which have no data.
+// writeLegend writes a swatch, stroked as the line is, and the name of each line, saying which
+// have no data.
 func writeLegend(b *strings.Builder, lines []line, pts [][]point) {
 	x := marginLeft
 	for i, l := range lines {
@@ -371,9 +455,9 @@ func writeLegend(b *strings.Builder, lines []line, pts [][]point) {
 		if len(pts[i]) == 0 {
 			name += " (no data)"
 		}
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" fill="#1f2328">%s</text>`,
-			x, chartH-36, l.color, x+14, chartH-27, htmlEscape(name))
-		x += 24 + 7*len(name)
+		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" %s/><text x="%d" y="%d" fill="#1f2328">%s</text>`,
+			x, chartH-31, x+18, chartH-31, l.stroke(1), x+22, chartH-27, htmlEscape(name))
+		x += 32 + 7*len(name)
 	}
 }
 

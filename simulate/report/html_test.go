@@ -71,7 +71,7 @@ func TestPlot(t *testing.T) {
 func TestSVGChart(t *testing.T) {
 	rates := func(s Series) chart {
 		return chart{title: "Requests", unit: "requests/s", each: "averaged over", rate: true,
-			lines: []line{{"requests", "#000", s.Requests, false}}}
+			lines: []line{{"requests", "#000", s.Requests, solid}}}
 	}
 	for _, tt := range []struct {
 		name  string
@@ -115,7 +115,7 @@ func TestSVGChart(t *testing.T) {
 func TestLeaseChartNotRated(t *testing.T) {
 	s := Series{BucketMs: 1000, Lease: []int64{40, 40, 40}}
 	got := svgChart(chart{title: "Largest lease batch", unit: "tokens", each: "the largest in",
-		lines: []line{{"lease", "#000", s.Lease, false}}}, s, 2099)
+		lines: []line{{"lease", "#000", s.Lease, solid}}}, s, 2099)
 	// Divided by 0.1 s the last bucket would read 400 and push the axis to 400.
 	if !strings.Contains(got, ">40<") || strings.Contains(got, ">400<") {
 		t.Errorf("lease axis: want a top tick of 40, got:\n%s", got)
@@ -193,12 +193,36 @@ func TestSparseChartTicks(t *testing.T) {
 	// three decimals the ticks would read 0, 0.001, 0.001, 0.002, 0.002.
 	s := Series{BucketMs: 1024000, Requests: []int64{1}}
 	got := svgChart(chart{title: "Requests", unit: "requests/s", each: "averaged over", rate: true,
-		lines: []line{{"requests", "#000", s.Requests, false}}}, s, 1024000-1)
+		lines: []line{{"requests", "#000", s.Requests, solid}}}, s, 1024000-1)
 	var labels []string
 	for _, m := range regexp.MustCompile(`<text x="50" y="[0-9.]+" text-anchor="end" fill="#656d76">([^<]*)</text>`).FindAllStringSubmatch(got, -1) {
 		labels = append(labels, m[1])
 	}
 	if want := []string{"0", "0.0005", "0.001", "0.0015", "0.002"}; !slices.Equal(labels, want) {
 		t.Errorf("y ticks: got %q, want %q", labels, want)
+	}
+}
+
+// When the leased gateways deny exactly as the ideal bucket does, the would-deny line lies on
+// the ideal-deny line: the ideal one is a wide, pale band drawn first, so both stay visible.
+func TestIdealDenyVisibleUnderWouldDeny(t *testing.T) {
+	r := sample(1)
+	s := &r.Rules[0].Series
+	s.WouldDeny, s.IdealDeny = []int64{0, 2, 1}, []int64{0, 2, 1}
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	ideal := strings.Index(html, `<polyline fill="none" stroke="#8250df" stroke-width="7" stroke-opacity="0.35"`)
+	would := strings.Index(html, `<polyline fill="none" stroke="#cf222e" stroke-width="1.5"`)
+	if ideal < 0 || would < 0 {
+		t.Fatalf("got ideal deny at %d and would deny at %d, want a wide pale band and a thin line", ideal, would)
+	}
+	if ideal > would {
+		t.Error("the ideal-deny band is drawn over the would-deny line, want it under")
+	}
+	if !regexp.MustCompile(`<line x1="\d+" y1="239" x2="\d+" y2="239" stroke="#8250df" stroke-width="7" stroke-opacity="0.35"/>`).MatchString(html) {
+		t.Error("the legend's swatch of ideal deny is not drawn as the band is")
 	}
 }

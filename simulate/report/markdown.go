@@ -187,7 +187,19 @@ func markdownHead(r *Report) string {
 				rl.Stage, rl.Requests, rl.WouldDeny, rl.IdealDeny, rl.OverAdmission, rl.UnderAdmission, rl.StrandedMax, rl.FalsePositives)
 		}
 	}
+	b.WriteString(markdownLegend(r))
 	b.WriteString("\n")
+	return b.String()
+}
+
+// markdownLegend returns the legend, folded: what the columns mean.
+func markdownLegend(r *Report) string {
+	var b strings.Builder
+	b.WriteString("\n<details><summary>What the columns mean</summary>\n\n")
+	for _, t := range Legend(r) {
+		fmt.Fprintf(&b, "- **%s**: %s\n", t.Name, mdText(t.Meaning))
+	}
+	b.WriteString("\n</details>\n")
 	return b.String()
 }
 

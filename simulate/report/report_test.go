@@ -215,3 +215,50 @@ func TestVerdictInEveryFormat(t *testing.T) {
 		}
 	}
 }
+
+// Every format explains its columns: the table in a footer, Markdown in a folded glossary,
+// HTML in tooltips on the headings and a legend section.
+func TestLegendInEveryFormat(t *testing.T) {
+	r := sample(2)
+	legend := Legend(r)
+	for _, format := range []string{"table", "markdown", "html"} {
+		var b strings.Builder
+		if err := Write(&b, r, format); err != nil {
+			t.Fatal(err)
+		}
+		s := b.String()
+		for _, term := range legend {
+			want := map[string]string{
+				"table":    term.Name + "  ",
+				"markdown": "- **" + term.Name + "**: " + mdText(term.Meaning) + "\n",
+				"html":     "<dt>" + term.Name + "</dt><dd>" + htmlEscape(term.Meaning) + "</dd>",
+			}[format]
+			if format == "table" {
+				want = term.Meaning
+			}
+			if !strings.Contains(s, want) {
+				t.Errorf("%s: the legend lacks %q", format, want)
+			}
+		}
+		if format == "markdown" && !strings.Contains(s, "<details><summary>What the columns mean</summary>") {
+			t.Error("markdown: the legend is not folded")
+		}
+	}
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []string{"Would deny", "Ideal", "Over", "Under", "Stranded max", "Lease max", "Legit", "NAT"} {
+		if want := `<th title="` + htmlEscape(meaning(legend, col)) + `">` + col + `</th>`; !strings.Contains(b.String(), want) {
+			t.Errorf("html: the heading %s has no tooltip %q", col, want)
+		}
+	}
+	for _, c := range chartTerms {
+		if want := "<title>" + htmlEscape(c.Meaning) + "</title>"; !strings.Contains(b.String(), want) {
+			t.Errorf("html: the chart %q has no tooltip", c.Name)
+		}
+		if !strings.Contains(b.String(), "<dt>"+c.Name+"</dt>") {
+			t.Errorf("html: the legend does not explain the chart %q", c.Name)
+		}
+	}
+}

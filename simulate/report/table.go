@@ -44,6 +44,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		if err := tbl.Render(); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
+		writeTableLegend(w, r)
 	}
 
 	var rows [][]string
@@ -67,6 +68,18 @@ func WriteTable(w io.Writer, r *Report) error {
 	writeBadLines(w, r, "")
 	writeThresholds(w, r, "")
 	return nil
+}
+
+// writeTableLegend writes what the columns mean under the rules table, the terms aligned.
+func writeTableLegend(w io.Writer, r *Report) {
+	legend := Legend(r)
+	width := 0
+	for _, t := range legend {
+		width = max(width, len(t.Name))
+	}
+	for _, t := range legend {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, t.Name, t.Meaning)
+	}
 }
 
 func writeBadLines(w io.Writer, r *Report, indent string) {
