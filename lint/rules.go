@@ -14,7 +14,8 @@ var loadRule = finding.Rule{
 	Help: `rlctl loads the .cue files of the given paths, unifies them with the policy schema and
 compiles the result. Anything that stops that is reported here, at the position in your file: a
 syntax error, a field the schema does not know, a value of the wrong type or out of range (a
-window outside 1s to 365d, a zero timeout, a date that does not exist, a bad name), two files
+window outside 1s to 365d, a zero timeout, a date that does not exist, a bad name, a burst on a
+sliding or fixed window, which only a token bucket has), two files
 that give one field different values, or a repository that declares no domain. The loader also
 refuses duplicate matches, unknown descriptor keys, a minimum lease above the maximum and a canary
 without a percentage; those keep their own IDs (RL001, RL003, RL005, RL013).

@@ -471,6 +471,12 @@ func (d *decoder) limit(v cue.Value) policy.Limit {
 		Pos:       pos(v),
 	}
 	l.Burst = d.int(o.get("burst"), l.Requests)
+	// A window admits requests per window and holds no tokens, so a burst would be ignored:
+	// say so rather than accept a setting that does nothing.
+	if b := o.get("burst"); b.Exists() && l.Algorithm != policy.TokenBucket {
+		d.errorf(b, "burst applies to token_bucket only: a %s admits at most requests per window; remove burst, or set algorithm: \"token_bucket\"", l.Algorithm)
+		l.Burst = l.Requests
+	}
 	l.WindowMs = d.window(o.get("window"))
 	return l
 }

@@ -137,7 +137,7 @@ func TestLoadDefaults(t *testing.T) {
 	}
 
 	// A rule's own settings win, field by field for the lease.
-	if got, want := tuned.Limits[0], (policy.Limit{Requests: 10, WindowMs: 1000, Burst: 30,
+	if got, want := tuned.Limits[0], (policy.Limit{Requests: 10, WindowMs: 1000, Burst: 10,
 		Algorithm: policy.SlidingWindow, Cost: 2, Pos: tuned.Limits[0].Pos}); got != want {
 		t.Errorf("tuned limit: got %+v, want %+v", got, want)
 	}

@@ -88,6 +88,10 @@ func TestLoadProblems(t *testing.T) {
 			"field not allowed", "5:28", "domains.d.rollout.gates.simulate.window", ""},
 		{"required not a bool", strings.Replace(rule(""), "\trules:", "\trollout: gates: prometheus: required: \"yes\"\n\trules:", 1),
 			"conflicting values", "5:40", "domains.d.rollout.gates.prometheus.required", ""},
+		{"burst on a sliding window", strings.Replace(rule(""), `window: "1s"}`, `window: "1s", algorithm: "sliding_window", burst: 20}`, 1),
+			"burst applies to token_bucket only: a sliding_window admits at most requests per window", "7:70", "domains.d.rules.r.limits.0.burst", ""},
+		{"burst on a fixed window", strings.Replace(rule(""), `window: "1s"}`, `burst: 20, window: "1s", algorithm: "fixed_window"}`, 1),
+			"burst applies to token_bucket only: a fixed_window admits", "7:27", "domains.d.rules.r.limits.0.burst", ""},
 		{"empty hold", rule(`stage: {name: "shadow", since: "2025-01-01", hold: ""}`),
 			"hold must not be empty", "8:54", "domains.d.rules.r.stage.hold", ""},
 	}
