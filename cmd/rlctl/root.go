@@ -78,6 +78,7 @@ func newRootCmd() *cobra.Command {
 		newDiffCmd(),
 		newRolloutCmd(),
 		newShowCmd(),
+		newWriteDocsCmd(),
 	)
 	return root
 }
