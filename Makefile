@@ -8,7 +8,7 @@ OUT     := out
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test bench bench-enforcer bench-attack pgo vet fmt clean redis deps
+.PHONY: all build demo test docs bench bench-enforcer bench-attack pgo vet fmt clean redis deps
 
 all: build
 
@@ -71,6 +71,15 @@ test: deps
 	$(GO) test -p 1 -count=1 -v -run '$(CONTRACT_TESTS)' ./engine ./enforcer ./render ./xds/controlplane
 	$(GO) test -race -count=1 -run '$(RACE_ENGINE)' ./engine
 	$(GO) test -race -count=1 -run '$(RACE_ENFORCER)' ./enforcer
+
+# The generated documentation (docs/development.md): a page per rlctl command in docs/cli, from
+# each command's help (the hidden rlctl write-docs); rlctl-enforcer's page, from its flag set; and
+# the metric list in docs/enforcer.md, from a running enforcer's registry. Tests fail when the
+# committed files differ from what this writes.
+docs:
+	rm -f docs/cli/rlctl.md docs/cli/rlctl_*.md
+	$(GO) run ./cmd/rlctl write-docs docs/cli
+	$(GO) run ./internal/docgen/enforcerdocs -cli docs/cli -doc docs/enforcer.md -policies policies
 
 bench: redis
 	$(GO) test -run '^$$' -bench . -benchmem ./...
