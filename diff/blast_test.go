@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rlctl/rlctl/internal/golden"
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate"
 	"github.com/rlctl/rlctl/simulate/accesslog"
@@ -23,7 +24,7 @@ func tenantModel(requests int64, stage policy.StageName) *policy.Model {
 		Rules: []*policy.Rule{{Name: "per_tenant", Match: []policy.Match{{Key: "tenant", Kind: policy.MatchAny}},
 			Limits: []policy.Limit{{Requests: requests, WindowMs: 3_600_000, Burst: requests, Algorithm: policy.TokenBucket, Cost: 1}},
 			Stage:  policy.Stage{Name: stage},
-			Lease:  policy.Lease{Min: 1, Max: 1, LookaheadMs: 250, TTLMs: 2000}}},
+			Lease:  policyfixture.Lease(policyfixture.Bounds(1, 1), policyfixture.UnsetWatermark())}},
 	}}}
 }
 

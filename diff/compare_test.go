@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -18,7 +19,7 @@ func model() *policy.Model {
 			Limits:      []policy.Limit{{Requests: requests, WindowMs: 1000, Burst: requests, Algorithm: policy.TokenBucket, Cost: 1, Pos: pos(line + 1)}},
 			Stage:       policy.Stage{Name: policy.StageShadow, Since: "2025-01-01", Pos: pos(line + 2)},
 			FailureMode: policy.FailOpen, StoreTimeoutMs: 5,
-			Lease:            policy.Lease{Min: 5, Max: 500, LookaheadMs: 250, LowWatermarkPercent: 20, TTLMs: 2000},
+			Lease:            policyfixture.Lease(),
 			Regions:          []policy.RegionShare{{Region: "us-east", Percent: 60}, {Region: "eu-central", Percent: 40}},
 			Owner:            "team-edge",
 			DriftToleranceBP: 200,

@@ -13,6 +13,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/policy"
 )
@@ -22,7 +23,7 @@ import (
 func chaosModel() *policy.Model {
 	mk := func(name string, fm policy.FailureMode) *policy.Rule {
 		r := testRule(name, 1_000_000, policy.Stage{Name: policy.StageEnforce}, fm)
-		r.Lease = policy.Lease{Min: 1, Max: 5, LookaheadMs: 250, TTLMs: 10_000}
+		r.Lease = policyfixture.Lease(policyfixture.Bounds(1, 5), policyfixture.TTL(10_000), policyfixture.UnsetWatermark())
 		return r
 	}
 	fb := mk("openfb", policy.FailOpen)
@@ -228,7 +229,7 @@ func TestShutdownReturnsLeases(t *testing.T) {
 	m := chaosModel()
 	r := m.Domains[0].Rules[1] // open
 	r.Limits[0].Requests, r.Limits[0].Burst = 1000, 1000
-	r.Lease = policy.Lease{Min: 100, Max: 100, LookaheadMs: 250, TTLMs: 60_000}
+	r.Lease = policyfixture.Lease(policyfixture.Bounds(100, 100), policyfixture.TTL(60_000), policyfixture.UnsetWatermark())
 	in := spawn(t, m, func(c *Config) { c.Store, c.RedisURL = "redis", "redis://"+srv.Addr() })
 	for range 3 {
 		in.ask(t, "edge", []string{"stage=open", "user=lease"})

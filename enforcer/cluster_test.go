@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/policy"
 )
@@ -22,7 +23,7 @@ func TestRedisCluster(t *testing.T) {
 	// the store holds after Close tells whether the 99 unspent tokens came back.
 	slow := testRule("slow", 1000, policy.Stage{Name: policy.StageEnforce}, policy.FailClosed)
 	slow.Limits[0].WindowMs = 3_600_000
-	slow.Lease = policy.Lease{Min: 100, Max: 100, LookaheadMs: 250, TTLMs: 60_000}
+	slow.Lease = policyfixture.Lease(policyfixture.Bounds(100, 100), policyfixture.TTL(60_000), policyfixture.UnsetWatermark())
 	m := testModel()
 	m.Domains[0].Rules = append(m.Domains[0].Rules, slow)
 	in := spawn(t, m, func(c *Config) {

@@ -16,6 +16,7 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/policy"
 )
@@ -44,7 +45,7 @@ func floodModel() *policy.Model {
 		Match:  []policy.Match{{Key: "tenant", Kind: policy.MatchAny}},
 		Limits: []policy.Limit{{Requests: 100, WindowMs: 1000, Burst: 100, Algorithm: policy.TokenBucket, Cost: 1}},
 		Stage:  policy.Stage{Name: policy.StageEnforce}, FailureMode: policy.FailOpen,
-		Lease: policy.Lease{Min: 5, Max: 50, LookaheadMs: 250, TTLMs: 1000},
+		Lease: policyfixture.Lease(policyfixture.Bounds(5, 50), policyfixture.TTL(1000), policyfixture.UnsetWatermark()),
 	}}}}}
 }
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rlctl/rlctl/internal/clitest"
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -31,7 +32,7 @@ func testRule(name string, n int64, stage policy.Stage, fm policy.FailureMode) *
 		Stage:          stage,
 		FailureMode:    fm,
 		StoreTimeoutMs: 5,
-		Lease:          policy.Lease{Min: 1, Max: 1, LookaheadMs: 250, LowWatermark: 0, TTLMs: 10_000},
+		Lease:          policyfixture.Lease(policyfixture.Bounds(1, 1), policyfixture.TTL(10_000), policyfixture.UnsetWatermark()),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/policy"
 )
@@ -26,7 +27,7 @@ func TestOutageBounds(t *testing.T) {
 			Match:  []policy.Match{{Key: "rule", Value: name, Kind: policy.MatchExact}, {Key: "user", Kind: policy.MatchAny}},
 			Limits: []policy.Limit{{Requests: 1000, WindowMs: 1000, Burst: 1000, Algorithm: policy.TokenBucket, Cost: 1}},
 			Stage:  policy.Stage{Name: policy.StageEnforce}, FailureMode: policy.FailOpen, Fallback: fb,
-			Lease: policy.Lease{Min: 5, Max: leaseMax, LookaheadMs: 250, TTLMs: 10_000},
+			Lease: policyfixture.Lease(policyfixture.Bounds(5, leaseMax), policyfixture.TTL(10_000), policyfixture.UnsetWatermark()),
 		}
 	}
 	m := &policy.Model{Domains: []*policy.Domain{{Name: "edge", Rules: []*policy.Rule{

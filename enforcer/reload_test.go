@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/journal"
 	"github.com/rlctl/rlctl/policy"
 )
@@ -97,7 +98,7 @@ func BenchmarkShouldRateLimit(b *testing.B) { benchShouldRateLimit(b, nil) }
 // benchShouldRateLimit runs the hot path on an enforcer that mod configures.
 func benchShouldRateLimit(b *testing.B, mod func(*Config)) {
 	m := testModel()
-	m.Domains[0].Rules[7].Lease = policy.Lease{Min: 5, Max: 500, LookaheadMs: 250, TTLMs: 10_000}
+	m.Domains[0].Rules[7].Lease = policyfixture.Lease(policyfixture.Bounds(5, 500), policyfixture.TTL(10_000), policyfixture.UnsetWatermark())
 	in := spawn(b, m, mod)
 	svc := service{e: in.Enforcer}
 	req := request("edge", []string{"stage=big", "user=hot"})

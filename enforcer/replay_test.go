@@ -14,6 +14,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/journal"
 	"github.com/rlctl/rlctl/policy"
@@ -24,7 +25,7 @@ import (
 // under the test's load.
 func replayModel() *policy.Model {
 	lease := func(lo, hi int64) policy.Lease {
-		return policy.Lease{Min: lo, Max: hi, LookaheadMs: 250, LowWatermarkPercent: 25, TTLMs: 700}
+		return policyfixture.Lease(policyfixture.Bounds(lo, hi), policyfixture.TTL(700), policyfixture.WatermarkPercent(25))
 	}
 	rule := func(name string, stage policy.Stage, fm policy.FailureMode, l policy.Lease, match []policy.Match, limits ...policy.Limit) *policy.Rule {
 		return &policy.Rule{Name: name, Match: match, Limits: limits, Stage: stage, FailureMode: fm, StoreTimeoutMs: 50, Lease: l}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -48,7 +49,7 @@ func TestPlanRule(t *testing.T) {
 		Limits:      []policy.Limit{{Requests: 1600, WindowMs: 1000, Burst: 3200, Cost: 2}, {Requests: 3, WindowMs: 1000, Algorithm: policy.FixedWindow}},
 		SubShards:   &policy.SubShards{Count: 16, Attribute: "ip"},
 		FailureMode: policy.FailClosed, Fallback: &policy.Rate{Requests: 10, WindowMs: 1000},
-		Lease: policy.Lease{Min: 5, Max: 200, LookaheadMs: 250, LowWatermark: 50, TTLMs: 2000}}
+		Lease: policyfixture.Lease(policyfixture.Bounds(5, 200), policyfixture.Watermark(50))}
 	p, err := PlanRule("edge", r)
 	if err != nil {
 		t.Fatal(err)

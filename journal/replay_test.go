@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -18,7 +19,7 @@ func replayModel() *policy.Model {
 		Match:  []policy.Match{{Key: "user", Kind: policy.MatchAny}},
 		Limits: []policy.Limit{{Requests: 2, WindowMs: 60_000, Burst: 2, Algorithm: policy.TokenBucket, Cost: 1}},
 		Stage:  policy.Stage{Name: policy.StageEnforce}, FailureMode: policy.FailOpen,
-		Lease: policy.Lease{Min: 1, Max: 1, LookaheadMs: 250, TTLMs: 10_000},
+		Lease: policyfixture.Lease(policyfixture.Bounds(1, 1), policyfixture.TTL(10_000), policyfixture.UnsetWatermark()),
 	}}}}}
 }
 

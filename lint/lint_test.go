@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rlctl/rlctl/finding"
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -21,7 +22,7 @@ func goodModel() *policy.Model {
 			Name: name, Pos: at(line), Match: match, Limits: lim(line+1, 50000, 60000),
 			Stage:       policy.Stage{Name: policy.StageEnforce, Since: "2025-01-01", Pos: at(line + 2)},
 			FailureMode: policy.FailOpen, Fallback: &policy.Rate{Requests: 1000, WindowMs: 1000},
-			StoreTimeoutMs: 5, Lease: policy.Lease{Min: 5, Max: 20, LookaheadMs: 250, TTLMs: 2000},
+			StoreTimeoutMs: 5, Lease: policyfixture.Lease(policyfixture.Bounds(5, 20), policyfixture.UnsetWatermark()),
 			Gateways: 10, DriftToleranceBP: 200,
 		}
 	}

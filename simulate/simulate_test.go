@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate/accesslog"
@@ -21,7 +22,7 @@ func testModel() *policy.Model {
 	rule := func(name string, match []policy.Match, requests int64) *policy.Rule {
 		return &policy.Rule{Name: name, Match: match, Stage: policy.Stage{Name: policy.StageEnforce},
 			Limits: []policy.Limit{{Requests: requests, WindowMs: hour, Algorithm: policy.TokenBucket, Cost: 1}},
-			Lease:  policy.Lease{Min: 1, Max: 5, LookaheadMs: 250, LowWatermarkPercent: 20, TTLMs: 2000}}
+			Lease:  policyfixture.Lease(policyfixture.Bounds(1, 5))}
 	}
 	sharded := rule("sharded", []policy.Match{{Key: "tenant", Value: "big", Kind: policy.MatchExact}}, 1600)
 	sharded.SubShards = &policy.SubShards{Count: 16, Attribute: "ip"}

@@ -15,6 +15,7 @@ import (
 	"github.com/rlctl/rlctl/internal/clitest"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -50,7 +51,7 @@ func writeSnapshot(path string) error {
 		Limits:      []policy.Limit{{Requests: 10, WindowMs: 60_000, Burst: 10, Algorithm: policy.TokenBucket, Cost: 1}},
 		Stage:       policy.Stage{Name: policy.StageEnforce},
 		FailureMode: policy.FailOpen, StoreTimeoutMs: 5,
-		Lease: policy.Lease{Min: 1, Max: 1, LookaheadMs: 250, TTLMs: 10_000},
+		Lease: policyfixture.Lease(policyfixture.Bounds(1, 1), policyfixture.TTL(10_000), policyfixture.UnsetWatermark()),
 	}}}}}
 	var buf bytes.Buffer
 	if err := policy.WriteSnapshot(&buf, m); err != nil {
