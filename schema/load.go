@@ -163,6 +163,7 @@ func parseFiles(names []string) ([]*ast.File, Problems, error) {
 			probs = append(probs, cueProblems(err, cue.Value{})...)
 			continue
 		}
+		expandStages(f)
 		files = append(files, f)
 	}
 	if len(probs) > 0 {
@@ -302,6 +303,12 @@ func cueProblems(err error, user cue.Value) Problems {
 		pr := Problem{Path: cuePath(path), Message: fmt.Sprintf(format, args...), Check: schemaCheck(path)}
 		if parent, field, ok := requiredField(format, args, path); ok {
 			pr.Path, pr.Message = cuePath(parent), requiredMessage(user, parent, field)
+		}
+		if msg, canary, ok := stageMessage(user, path); ok {
+			pr.Message = msg
+			if canary {
+				pr.Check = "canary-percent"
+			}
 		}
 		if len(ps) > 0 {
 			pr.Pos, pr.Related = ps[0], ps[1:]

@@ -43,7 +43,7 @@ func TestLoadProblems(t *testing.T) {
 		{"lease min from the domain's defaults", strings.Replace(rule(`lease: {max: 20}`), "\trules:", "\tdefaults: lease: min: 50\n\trules:", 1),
 			"lease min 50 is above lease max 20", "6:9", "domains.d.rules.r.lease", "lease-bounds"},
 		{"canary without percent", rule(`stage: {name: "canary", since: "2025-01-01"}`),
-			"percent is required for a canary stage", "8:3", "domains.d.rules.r.stage", "canary-percent"},
+			`percent is required for a canary stage: write stage: {name: "canary", percent: 5, since: "YYYY-MM-DD"}`, "8:3", "domains.d.rules.r.stage", "canary-percent"},
 		{"header source without header", strings.Replace(rule(""), "\trules:", "\tsources: t2: {kind: \"header\"}\n\trules:", 1),
 			"header is required for kind header", "5:11", "domains.d.sources.t2", ""},
 		{"jwt_claim source without claim", strings.Replace(rule(""), "\trules:", "\tsources: c: {kind: \"jwt_claim\"}\n\trules:", 1),
@@ -92,6 +92,19 @@ func TestLoadProblems(t *testing.T) {
 			"burst applies to token_bucket only: a sliding_window admits at most requests per window", "7:70", "domains.d.rules.r.limits.0.burst", ""},
 		{"burst on a fixed window", strings.Replace(rule(""), `window: "1s"}`, `burst: 20, window: "1s", algorithm: "fixed_window"}`, 1),
 			"burst applies to token_bucket only: a fixed_window admits", "7:27", "domains.d.rules.r.limits.0.burst", ""},
+		{"canary shorthand", rule(`stage: "canary"`),
+			`a canary stage needs its share of enforcers and the day it began: write stage: {name: "canary", percent: 5, since: "YYYY-MM-DD"}`,
+			"8:10", "domains.d.rules.r.stage", "canary-percent"},
+		{"canary shorthand in the defaults", strings.Replace(rule(""), "\trules:", "\tdefaults: stage: \"canary\"\n\trules:", 1),
+			`a canary stage needs its share of enforcers`, "5:19", "domains.d.defaults.stage", "canary-percent"},
+		{"misspelt stage shorthand", rule(`stage: "enforced"`),
+			`"enforced" is not a stage (did you mean "enforce"?): write stage: "shadow", "soft" or "enforce", or a block such as stage: {name: "canary"`,
+			"8:10", "domains.d.rules.r.stage", ""},
+		{"unknown stage shorthand", rule(`stage: "live"`),
+			`"live" is not a stage: write stage: "shadow", "soft" or "enforce", or a block`, "8:10", "domains.d.rules.r.stage", ""},
+		{"stage a number", rule(`stage: 3`),
+			`stage must be a stage name ("shadow", "soft" or "enforce") or a block such as stage: {name: "canary", percent: 5, since: "YYYY-MM-DD"}`,
+			"8:10", "domains.d.rules.r.stage", ""},
 		{"empty hold", rule(`stage: {name: "shadow", since: "2025-01-01", hold: ""}`),
 			"hold must not be empty", "8:54", "domains.d.rules.r.stage.hold", ""},
 	}
@@ -141,5 +154,48 @@ func TestLoadEmptySlices(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), `"rules": []`) || strings.Contains(b.String(), "null") {
 		t.Errorf("got snapshot\n%s\nwant \"rules\": [] and no null", b.String())
+	}
+}
+
+// TestLoadStageShorthand: a stage that needs nothing else may be written as its name, in a rule
+// or in the defaults, and may be completed by a block elsewhere.
+func TestLoadStageShorthand(t *testing.T) {
+	src := `package policies
+
+domains: d: {
+	sources: tenant_id: {kind: "header", header: "x-tenant-id"}
+	defaults: stage: "soft"
+	rules: {
+		shadowed: {match: [{key: "tenant_id", value: "a"}], limits: [{requests: 10, window: "1s"}], stage: "shadow"}
+		enforced: {match: [{key: "tenant_id", value: "b"}], limits: [{requests: 10, window: "1s"}], stage: "enforce"}
+		inherits: {match: [{key: "tenant_id", value: "c"}], limits: [{requests: 10, window: "1s"}]}
+		dated: {match: [{key: "tenant_id", value: "d"}], limits: [{requests: 10, window: "1s"}], stage: "shadow"}
+	}
+}
+domains: [string]: rules: dated: stage: since: "2025-06-01"
+`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]policy.Stage{
+		"shadowed": {Name: policy.StageShadow},
+		"enforced": {Name: policy.StageEnforce},
+		"inherits": {Name: policy.StageSoft},
+		"dated":    {Name: policy.StageShadow, Since: "2025-06-01"},
+	}
+	for _, r := range m.Domain("d").Rules {
+		got := r.Stage
+		got.Pos = policy.Pos{}
+		if got != want[r.Name] {
+			t.Errorf("rule %s: got stage %+v, want %+v", r.Name, got, want[r.Name])
+		}
+		if r.Stage.Pos.File == "" {
+			t.Errorf("rule %s: got no stage position, want one in the user's file", r.Name)
+		}
 	}
 }

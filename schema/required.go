@@ -36,7 +36,7 @@ func requiredMessage(user cue.Value, parent []string, field string) string {
 			msg += " for kind " + kind
 		}
 	case n >= 1 && parent[n-1] == "stage" && field == "percent":
-		msg += " for a canary stage"
+		msg += " for a canary stage: write stage: " + stageForm
 	}
 	return msg
 }
