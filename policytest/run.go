@@ -261,7 +261,7 @@ func pickDomain(m *policy.Model, name string) (*policy.Domain, error) {
 		return nil, fmt.Errorf("no domain %q in the policies", name)
 	}
 	if len(m.Domains) != 1 {
-		return nil, fmt.Errorf("the policies have %d domains: name one with domain:", len(m.Domains))
+		return nil, fmt.Errorf("the policies have %d domains: name one in the test's domain field", len(m.Domains))
 	}
 	return m.Domains[0], nil
 }
