@@ -172,7 +172,9 @@ func promRefs(expr string) (metrics map[string][]string, grouping []string) {
 	}
 	e = promGrouping.ReplaceAllString(e, " ")
 	for _, s := range promSelector.FindAllStringSubmatch(e, -1) {
-		metrics[s[1]] = metrics[s[1]]
+		if _, ok := metrics[s[1]]; !ok {
+			metrics[s[1]] = nil // named, with no label matchers yet
+		}
 		for _, m := range promMatcher.FindAllStringSubmatch(s[2], -1) {
 			metrics[s[1]] = append(metrics[s[1]], m[1])
 		}
@@ -180,8 +182,8 @@ func promRefs(expr string) (metrics map[string][]string, grouping []string) {
 	e = promSelector.ReplaceAllString(e, " ")
 	e = promRange.ReplaceAllString(e, " ")
 	for _, id := range promIdent.FindAllStringSubmatch(e, -1) {
-		if id[2] == "" && !slices.Contains(promKeywords, id[1]) {
-			metrics[id[1]] = metrics[id[1]]
+		if _, ok := metrics[id[1]]; !ok && id[2] == "" && !slices.Contains(promKeywords, id[1]) {
+			metrics[id[1]] = nil
 		}
 	}
 	return metrics, grouping
