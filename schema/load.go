@@ -237,7 +237,9 @@ func build1(files []*ast.File) (cue.Value, Problems) {
 		return cue.Value{}, Problems{{Message: "internal error: bad embedded schema: " + err.Error()}}
 	}
 	if err := validate(schema, user); err != nil {
-		return cue.Value{}, cueProblems(err, user)
+		probs := cueProblems(err, user)
+		suggestFields(probs, schema.LookupPath(cue.MakePath(cue.Def("#Policy"))).Unify(user))
+		return cue.Value{}, probs
 	}
 	return user, nil
 }

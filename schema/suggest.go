@@ -2,7 +2,10 @@ package schema
 
 import (
 	"slices"
+	"strconv"
 	"strings"
+
+	"cuelang.org/go/cue"
 )
 
 // nearest returns the candidates closest to s by edit distance (insertions, deletions,
@@ -20,6 +23,7 @@ func nearest(s string, candidates []string) []string {
 		}
 		d := editDistance(strings.ToLower(s), strings.ToLower(c))
 		switch {
+		case d > limit:
 		case d < best:
 			best, out = d, []string{c}
 		case d == best && !slices.Contains(out, c):
@@ -53,4 +57,56 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
+}
+
+// notAllowed is CUE's message for a field that a closed struct of the schema does not declare.
+const notAllowed = "field not allowed"
+
+// suggestFields adds to each problem that says a field is not allowed the schema's nearest field
+// of the same struct (see nearest), read from unified, the user's value unified with #Policy:
+// "field not allowed: did you mean "limits"?".
+func suggestFields(probs Problems, unified cue.Value) {
+	for i, p := range probs {
+		if p.Message != notAllowed {
+			continue
+		}
+		labels := splitPath(p.Path)
+		if len(labels) < 2 {
+			continue
+		}
+		parent := unified.LookupPath(selectorPath(labels[:len(labels)-1]))
+		it, err := parent.Fields(cue.Optional(true))
+		if err != nil {
+			continue
+		}
+		var names []string
+		for it.Next() {
+			names = append(names, it.Selector().Unquoted())
+		}
+		if near := nearest(labels[len(labels)-1], names); len(near) > 0 {
+			q := make([]string, len(near))
+			for j, n := range near {
+				q[j] = strconv.Quote(n)
+			}
+			probs[i].Message += ": did you mean " + strings.Join(q, " or ") + "?"
+		}
+	}
+}
+
+// splitPath splits a problem's path (policy.Path's form) into labels, unquoting quoted ones.
+func splitPath(path string) []string {
+	var labels []string
+	for path != "" {
+		if path[0] == '"' {
+			if q, err := strconv.QuotedPrefix(path); err == nil {
+				u, _ := strconv.Unquote(q)
+				labels = append(labels, u)
+				path = strings.TrimPrefix(path[len(q):], ".")
+				continue
+			}
+		}
+		label, rest, _ := strings.Cut(path, ".")
+		labels, path = append(labels, label), rest
+	}
+	return labels
 }

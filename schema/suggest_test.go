@@ -26,7 +26,7 @@ func TestEditDistance(t *testing.T) {
 }
 
 func TestNearest(t *testing.T) {
-	fields := []string{"match", "limits", "stage", "failure", "store_timeout", "lease", "owner", "min", "max"}
+	fields := []string{"rules", "match", "limits", "stage", "failure", "store_timeout", "lease", "owner", "min", "max"}
 	tests := []struct {
 		s    string
 		want []string
@@ -39,7 +39,8 @@ func TestNearest(t *testing.T) {
 		{"mix", []string{"min", "max"}}, // a tie names both
 		{"timeout", nil},                // store_timeout is too far
 		{"foo", nil},
-		{"limits", nil}, // the name itself is not a suggestion
+		{"my-rules", nil}, // three edits from "rules": too far for eight letters
+		{"limits", nil},   // the name itself is not a suggestion
 	}
 	for _, tt := range tests {
 		if got := nearest(tt.s, fields); !reflect.DeepEqual(got, tt.want) {
