@@ -1,6 +1,12 @@
 package enforcer
 
 import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -38,6 +44,7 @@ type metrics struct {
 	configInfo   *prometheus.GaugeVec // version
 	reloads      *prometheus.CounterVec
 	invalid      *prometheus.CounterVec // reason
+	unknown      *unknownDomains
 	journalDrops prometheus.CounterFunc
 	inflight     prometheus.GaugeFunc
 }
@@ -96,6 +103,12 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 		Name: "rate_limit_invalid_requests_total",
 		Help: "ShouldRateLimit calls rejected with InvalidArgument, by reason (empty_domain, no_descriptors, empty_descriptor, empty_key, too_large, bad_override, unsupported).",
 	}, []string{"reason"})
+	unknown := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rate_limit_unknown_domain_total",
+		Help: "ShouldRateLimit calls naming a domain no loaded policy defines, answered OK without limiting, by domain " +
+			"(the first 100 names seen; the calls of any other as \"_other\").",
+	}, []string{"domain"})
+	m.unknown = newUnknownDomains(unknown)
 	m.journalDrops = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "rate_limit_journal_dropped_total",
 		Help: "Journal records dropped because the journal writer fell behind.",
@@ -105,7 +118,7 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 		Help: "ShouldRateLimit calls in progress.",
 	}, inflight)
 	m.reg.MustRegister(m.requests, m.shadowBlocks, m.bypassed, m.storeCalls, m.storeLatency,
-		m.leaseSize, m.breaker, m.breakerTrans, m.configVer, m.configInfo, m.reloads, m.invalid,
+		m.leaseSize, m.breaker, m.breakerTrans, m.configVer, m.configInfo, m.reloads, m.invalid, unknown,
 		m.journalDrops, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series with known label values start at 0, so that a dashboard or an alert on rate() sees
@@ -140,4 +153,87 @@ func (m *metrics) trackKeys(c *engine.KeyCap) {
 			Help: "Leases evicted to stay within --max-keys; their unspent tokens went back to the store.",
 		}, func() float64 { return float64(c.Evicted()) }),
 	)
+}
+
+// Unknown domains: a call naming a domain no policy defines is answered OK, as
+// envoyproxy/ratelimit answers it, so a misspelt domain in Envoy's config turns limiting off.
+// It is counted in rate_limit_unknown_domain_total and logged, so that it is seen.
+const (
+	// maxUnknownDomains bounds the domain label's values: a caller choosing domain names must
+	// not grow the metric without bound. The first names seen keep their own series.
+	maxUnknownDomains = 100
+	// otherDomain is the label value of every unknown domain beyond the first maxUnknownDomains.
+	otherDomain = "_other"
+	// unknownDomainLogMs is the least time between two log lines of one domain (of
+	// otherDomain, for the names counted there); the calls in between are counted in the next
+	// line's "suppressed".
+	unknownDomainLogMs = 60_000
+)
+
+// unknownDomains counts and logs calls naming unknown domains. It is safe for concurrent use.
+type unknownDomains struct {
+	vec   *prometheus.CounterVec
+	other *unknownDomain
+	full  atomic.Bool // byName holds maxUnknownDomains names: a new one goes to other
+
+	mu     sync.RWMutex
+	byName map[string]*unknownDomain
+}
+
+// unknownDomain is one series of rate_limit_unknown_domain_total and the state of its log.
+type unknownDomain struct {
+	label      string
+	calls      prometheus.Counter
+	lastLog    atomic.Int64 // Unix ms of the last log line; 0 before the first
+	suppressed atomic.Int64 // calls not logged since the last line
+}
+
+// newUnknownDomains returns the tracker of vec. The otherDomain series starts at 0, so that an
+// alert on it or on the metric works before the first unknown domain.
+func newUnknownDomains(vec *prometheus.CounterVec) *unknownDomains {
+	return &unknownDomains{vec: vec, byName: map[string]*unknownDomain{},
+		other: &unknownDomain{label: otherDomain, calls: vec.WithLabelValues(otherDomain)}}
+}
+
+// see counts a call naming domain, which no policy defines, at nowMs, and logs it unless the
+// domain's series was logged less than unknownDomainLogMs ago.
+func (u *unknownDomains) see(domain string, nowMs int64, log *slog.Logger) {
+	u.mu.RLock()
+	d := u.byName[domain]
+	u.mu.RUnlock()
+	if d == nil {
+		d = u.add(domain)
+	}
+	d.calls.Inc()
+	last := d.lastLog.Load()
+	if last != 0 && nowMs-last < unknownDomainLogMs || !d.lastLog.CompareAndSwap(last, nowMs) {
+		d.suppressed.Add(1)
+		return
+	}
+	log.LogAttrs(context.Background(), slog.LevelWarn, "unknown domain: no policy defines it, so its calls are answered OK without limiting",
+		slog.String("domain", domain), slog.String("metric_domain", d.label), slog.Int64("suppressed", d.suppressed.Swap(0)))
+}
+
+// add returns the series of a domain not seen before: its own while there is room, else other.
+func (u *unknownDomains) add(domain string) *unknownDomain {
+	if u.full.Load() {
+		return u.other
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if d := u.byName[domain]; d != nil {
+		return d
+	}
+	if len(u.byName) >= maxUnknownDomains {
+		u.full.Store(true)
+		return u.other
+	}
+	// A label value must be UTF-8; the caller's domain need not be.
+	label := strings.ToValidUTF8(domain, "\uFFFD")
+	if label == otherDomain {
+		label += "_" // a domain named "_other" is not the overflow
+	}
+	d := &unknownDomain{label: label, calls: u.vec.WithLabelValues(label)}
+	u.byName[domain] = d
+	return d
 }

@@ -48,6 +48,11 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	kb := keyBufs.Get().(*keyBuf)
 	defer kb.release()
 	dom := cfg.domains[req.Domain]
+	if dom == nil {
+		// envoyproxy/ratelimit's behaviour: no domain, no limit, OK. Counted and logged, as a
+		// misspelt domain turns limiting off.
+		e.mx.unknown.see(req.Domain, e.clock.Now(), e.log)
+	}
 	only, onlyOK := failureModeOf(ctx)
 	var choice, warned headerChoice
 	for i, d := range req.Descriptors {
