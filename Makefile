@@ -8,7 +8,7 @@ OUT     := out
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build demo test docs bench bench-enforcer bench-attack pgo vet fmt clean redis deps
+.PHONY: all build demo test lint docs bench bench-enforcer bench-attack pgo vet fmt clean redis deps
 
 all: build
 
@@ -71,6 +71,14 @@ test: deps
 	$(GO) test -p 1 -count=1 -v -run '$(CONTRACT_TESTS)' ./engine ./enforcer ./render ./xds/controlplane
 	$(GO) test -race -count=1 -run '$(RACE_ENGINE)' ./engine
 	$(GO) test -race -count=1 -run '$(RACE_ENFORCER)' ./enforcer
+
+# Static checks beyond go vet (which make test runs): go.mod and go.sum exactly as the imports need
+# them, and staticcheck with its default checks (enforcer/staticcheck.conf leaves out SA1019
+# there). staticcheck runs with go run at a fixed version, so it is not a dependency of the module.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	$(GO) mod tidy -diff
+	$(GO) run $(STATICCHECK) ./...
 
 # The generated documentation (docs/development.md): a page per rlctl command in docs/cli, from
 # each command's help (the hidden rlctl write-docs); rlctl-enforcer's page, from its flag set; and
