@@ -63,6 +63,8 @@ users (JWT subjects or TLS fingerprints) were seen.
 VALUE may end in %. Metrics: ` + "{{metrics}}" + `.
 Each crossed threshold is also named on stderr, whatever the format and wherever the report
 goes ("rlctl simulate: threshold crossed: false_positive_rate 0.47% > 0.3%").
+Without --fail-if nothing is checked: every format says "no thresholds set" (JSON "verdict":
+"no_thresholds"), not that the run passed.
 
 Output (-o): table (default), json (schema rlctl.simulate/v1), markdown (a pull-request
 comment of at most 65,535 characters) or html (one self-contained page with SVG charts).
