@@ -28,11 +28,11 @@ demo: build
 	$(RLCTL) render --target envoy --bootstrap policies --out $(OUT)/envoy/bootstrap.yaml
 	$(RLCTL) render --target ratelimit policies --out $(OUT)/ratelimit
 	$(RLCTL) render --target prometheus policies --out $(OUT)/rlctl-alerts.yaml
-	$(RLCTL) gen-logs --seed 1 --lines 200000 --format envoy-json --out $(OUT)/access.log
-	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o table
-	$(RLCTL) simulate --policies policies --log $(OUT)/access.log --gateways 4 -o html --out $(OUT)/report.html
+	$(RLCTL) gen-logs --seed 1 --lines 200000 --format envoy-json --out $(OUT)/access.log.gz
+	$(RLCTL) simulate --policies policies --log $(OUT)/access.log.gz --gateways 4 -o table
+	$(RLCTL) simulate --policies policies --log $(OUT)/access.log.gz --gateways 4 -o html --out $(OUT)/report.html
 	$(RLCTL) rollout status policies
-	$(RLCTL) rollout plan policies --log $(OUT)/access.log
+	$(RLCTL) rollout plan policies --log $(OUT)/access.log.gz
 	./scripts/demo-enforcer.sh $(BIN) $(OUT)/snapshot.json $(OUT)
 	@echo "demo: done. Report: $(OUT)/report.html, snapshot: $(OUT)/snapshot.json"
 
