@@ -160,7 +160,17 @@ func parseFiles(names []string) ([]*ast.File, Problems, error) {
 		}
 		f, err := parser.ParseFile(name, src, parser.ParseComments)
 		if err != nil {
-			probs = append(probs, cueProblems(err, cue.Value{})...)
+			ps := cueProblems(err, cue.Value{})
+			// CUE reports a missing '}' at the end of the file; name the brace left open too.
+			for i := range ps {
+				if strings.Contains(ps[i].Message, "expected '}'") {
+					if at, ok := unclosedBrace(name, src); ok {
+						ps[i].Message += fmt.Sprintf(" (the '{' at line %d is not closed)", at.Line)
+						ps[i].Related = append(ps[i].Related, at)
+					}
+				}
+			}
+			probs = append(probs, ps...)
 			continue
 		}
 		expandStages(f)
