@@ -36,15 +36,16 @@ const (
 // decoder turns the validated user value into the model, collecting problems as it goes. It reads
 // the user's value alone (the schema adds no values), so every position it takes is the user's.
 type decoder struct {
-	probs Problems
+	probs  Problems
+	values valueIndex
 }
 
 // decode decodes the model and validates it (policy.Model.Validate). When decoding found
 // problems, it returns no model and only the model's problems that are lint checks are added: the
 // rest restate what decoding already reported about a value, such as a window out of range. When
 // decoding found none, it returns the model with the problems Validate found in it.
-func decode(user cue.Value) (*policy.Model, Problems) {
-	d := &decoder{}
+func decode(user cue.Value, values valueIndex) (*policy.Model, Problems) {
+	d := &decoder{values: values}
 	// Slices are empty rather than nil, so a snapshot says [] where there is nothing.
 	m := &policy.Model{Domains: []*policy.Domain{}}
 	for _, f := range fields(objectOf(user).get("domains")) {
@@ -146,8 +147,9 @@ func path(v cue.Value) string {
 	return cuePath(labels)
 }
 
+// errorf reports a problem with the value v, at the value (see valueIndex).
 func (d *decoder) errorf(v cue.Value, format string, args ...any) {
-	d.probs = append(d.probs, problemf(pos(v), path(v), format, args...))
+	d.probs = append(d.probs, problemf(d.values.value(pos(v)), path(v), format, args...))
 }
 
 // An object is a struct's regular fields by name, read in one pass. The decoder reads fields

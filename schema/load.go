@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,14 +50,14 @@ func LoadWithProblems(paths ...string) (*policy.Model, Problems, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	files, probs, err := parseFiles(names)
+	files, values, probs, err := parseFiles(names)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(probs) > 0 {
 		return nil, probs, nil
 	}
-	m, probs := evaluate(files, names)
+	m, probs := evaluate(files, names, values)
 	return m, probs, nil
 }
 
@@ -68,19 +69,19 @@ var evalTimeout = 60 * time.Second
 // evaluate unifies the parsed files with the schema and decodes the model (see decode), giving up
 // after evalTimeout. On timeout the evaluation goroutine runs on until CUE returns; a command
 // exits long before that matters.
-func evaluate(files []*ast.File, names []string) (*policy.Model, Problems) {
+func evaluate(files []*ast.File, names []string, values valueIndex) (*policy.Model, Problems) {
 	type result struct {
 		m     *policy.Model
 		probs Problems
 	}
 	done := make(chan result, 1)
 	go func() {
-		user, probs := build1(files)
+		user, probs := build1(files, values)
 		if len(probs) > 0 {
 			done <- result{nil, probs}
 			return
 		}
-		m, probs := decode(user)
+		m, probs := decode(user, values)
 		done <- result{m, probs}
 	}()
 	timer := time.NewTimer(evalTimeout)
@@ -149,18 +150,20 @@ func policyFiles(paths []string) ([]string, error) {
 	return names, nil
 }
 
-// parseFiles parses every file and checks that they form one package.
-func parseFiles(names []string) ([]*ast.File, Problems, error) {
+// parseFiles parses every file, indexes where their fields' values are and checks that the
+// files form one package.
+func parseFiles(names []string) ([]*ast.File, valueIndex, Problems, error) {
 	var files []*ast.File
+	values := valueIndex{}
 	var probs Problems
 	for _, name := range names {
 		src, err := os.ReadFile(name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("load: %w", err)
+			return nil, nil, nil, fmt.Errorf("load: %w", err)
 		}
 		f, err := parser.ParseFile(name, src, parser.ParseComments)
 		if err != nil {
-			ps := cueProblems(err, cue.Value{})
+			ps := cueProblems(err, cue.Value{}, nil)
 			// CUE reports a missing '}' at the end of the file; name the brace left open too.
 			for i := range ps {
 				if strings.Contains(ps[i].Message, "expected '}'") {
@@ -173,11 +176,12 @@ func parseFiles(names []string) ([]*ast.File, Problems, error) {
 			probs = append(probs, ps...)
 			continue
 		}
+		values.add(f)
 		expandStages(f)
 		files = append(files, f)
 	}
 	if len(probs) > 0 {
-		return nil, probs, nil
+		return nil, nil, probs, nil
 	}
 	// CUE itself reports mixed packages without a position; name both package clauses instead.
 	var first *ast.File
@@ -195,7 +199,7 @@ func parseFiles(names []string) ([]*ast.File, Problems, error) {
 			})
 		}
 	}
-	return files, probs, nil
+	return files, values, probs, nil
 }
 
 func packagePos(f *ast.File) policy.Pos {
@@ -212,7 +216,7 @@ func packagePos(f *ast.File) policy.Pos {
 //
 // It validates against the schema without its custom messages first (see quickSource), and
 // against the full schema only when that fails, to explain why.
-func build1(files []*ast.File) (cue.Value, Problems) {
+func build1(files []*ast.File, values valueIndex) (cue.Value, Problems) {
 	ctx := cuecontext.New()
 	quick, err := quickSource()
 	if err != nil {
@@ -223,21 +227,23 @@ func build1(files []*ast.File) (cue.Value, Problems) {
 		// The embedded schema is compiled in tests; this only fires on a broken build.
 		return cue.Value{}, Problems{{Message: "internal error: bad embedded schema: " + err.Error()}}
 	}
+	// Errors in building the instance (references, imports) are about names: they keep their
+	// positions. Errors in evaluating it are about values (see valueIndex).
 	inst := build.NewContext().NewInstance("", nil)
 	for _, f := range files {
 		if err := inst.AddSyntax(f); err != nil {
-			return cue.Value{}, cueProblems(err, cue.Value{})
+			return cue.Value{}, cueProblems(err, cue.Value{}, nil)
 		}
 	}
 	if inst.Err != nil {
-		return cue.Value{}, cueProblems(inst.Err, cue.Value{})
+		return cue.Value{}, cueProblems(inst.Err, cue.Value{}, nil)
 	}
 	user := ctx.BuildInstance(inst)
 	if err := user.Err(); err != nil {
-		return cue.Value{}, cueProblems(err, user)
+		return cue.Value{}, cueProblems(err, user, values)
 	}
 	if err := user.Validate(); err != nil {
-		return cue.Value{}, cueProblems(err, user)
+		return cue.Value{}, cueProblems(err, user, values)
 	}
 	if validate(schema, user) == nil {
 		return user, nil
@@ -247,7 +253,7 @@ func build1(files []*ast.File) (cue.Value, Problems) {
 		return cue.Value{}, Problems{{Message: "internal error: bad embedded schema: " + err.Error()}}
 	}
 	if err := validate(schema, user); err != nil {
-		probs := cueProblems(err, user)
+		probs := cueProblems(err, user, values)
 		suggestFields(probs, schema.LookupPath(cue.MakePath(cue.Def("#Policy"))).Unify(user))
 		return cue.Value{}, probs
 	}
@@ -291,8 +297,9 @@ func isErrorCall(x ast.Expr) bool {
 
 // cueProblems turns a CUE error into problems, keeping only positions in the user's files. When
 // an error has none (a required field the user left out is positioned in the schema), it takes
-// the position of the nearest enclosing value the user wrote.
-func cueProblems(err error, user cue.Value) Problems {
+// the position of the nearest enclosing value the user wrote. Positions move from a field's label
+// to its value (see valueIndex), but for a field not allowed, whose subject is its name.
+func cueProblems(err error, user cue.Value, values valueIndex) Problems {
 	var probs Problems
 	seen := map[string]bool{}
 	for _, e := range cueerrors.Errors(err) {
@@ -312,6 +319,9 @@ func cueProblems(err error, user cue.Value) Problems {
 			}
 		}
 		format, args := e.Msg()
+		if format != notAllowed {
+			ps = valuePositions(ps, values)
+		}
 		pr := Problem{Path: cuePath(path), Message: fmt.Sprintf(format, args...), Check: schemaCheck(path)}
 		if parent, field, ok := requiredField(format, args, path); ok {
 			pr.Path, pr.Message = cuePath(parent), requiredMessage(user, parent, field)
@@ -337,6 +347,18 @@ func cueProblems(err error, user cue.Value) Problems {
 	}
 	probs.Sort()
 	return probs
+}
+
+// valuePositions moves each of ps that is a field's label to the field's value, dropping any
+// that then repeats one before it (CUE may give both a field's label and its value).
+func valuePositions(ps []policy.Pos, values valueIndex) []policy.Pos {
+	out := ps[:0]
+	for _, p := range ps {
+		if p = values.value(p); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // schemaCheck names the lint check that a schema problem at path is, or returns "". The schema

@@ -376,7 +376,7 @@ func TestParseDuration(t *testing.T) {
 
 func TestSchemaCompiles(t *testing.T) {
 	// Loading the good cases compiles the schema; this names the failure if it does not.
-	if _, probs := build1(nil); len(probs) > 0 && strings.Contains(probs.Error(), "internal error") {
+	if _, probs := build1(nil, nil); len(probs) > 0 && strings.Contains(probs.Error(), "internal error") {
 		t.Fatal(probs)
 	}
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // TestLoadProblems loads one-file policies that must not load, each with one problem: its
-// message, position (line:col), path and check name.
+// message, position (line:col), path and check name. A problem with a value is at the value, a
+// required field left out at the struct that lacks it, a name that is wrong at the name.
 func TestLoadProblems(t *testing.T) {
 	const head = "package policies\n\ndomains: d: {\n\tsources: tenant_id: {kind: \"header\", header: \"x-tenant-id\"}\n"
 	rule := func(extra string) string {
@@ -25,11 +26,11 @@ func TestLoadProblems(t *testing.T) {
 		check     string
 	}{
 		{"zero window", strings.Replace(rule(""), `window: "1s"`, `window: "0s"`, 1),
-			"window 0s is out of range: a window runs from 1s to 365d", "7:27", "domains.d.rules.r.limits.0.window", ""},
+			"window 0s is out of range: a window runs from 1s to 365d", "7:35", "domains.d.rules.r.limits.0.window", ""},
 		{"zero window in ms", strings.Replace(rule(""), `window: "1s"`, `window: "0ms"`, 1),
-			"window 0ms is out of range", "7:27", "domains.d.rules.r.limits.0.window", ""},
+			"window 0ms is out of range", "7:35", "domains.d.rules.r.limits.0.window", ""},
 		{"zero fallback window", rule(`failure: {mode: "open", fallback: {requests: 5, window: "0ms"}}`),
-			"window 0ms is out of range", "8:51", "domains.d.rules.r.failure.fallback.window", ""},
+			"window 0ms is out of range", "8:59", "domains.d.rules.r.failure.fallback.window", ""},
 		{"zero store timeout", rule(`store_timeout: "0ms"`),
 			"duration must be above zero", "8:18", "domains.d.rules.r.store_timeout", ""},
 		{"zero lease ttl", rule(`lease: ttl: "0s"`),
@@ -43,27 +44,27 @@ func TestLoadProblems(t *testing.T) {
 		{"lease min from the domain's defaults", strings.Replace(rule(`lease: {max: 20}`), "\trules:", "\tdefaults: lease: min: 50\n\trules:", 1),
 			"lease min 50 is above lease max 20", "6:9", "domains.d.rules.r.lease", "lease-bounds"},
 		{"canary without percent", rule(`stage: {name: "canary", since: "2025-01-01"}`),
-			`percent is required for a canary stage: write stage: {name: "canary", percent: 5, since: "YYYY-MM-DD"}`, "8:3", "domains.d.rules.r.stage", "canary-percent"},
+			`percent is required for a canary stage: write stage: {name: "canary", percent: 5, since: "YYYY-MM-DD"}`, "8:10", "domains.d.rules.r.stage", "canary-percent"},
 		{"header source without header", strings.Replace(rule(""), "\trules:", "\tsources: t2: {kind: \"header\"}\n\trules:", 1),
-			"header is required for kind header", "5:11", "domains.d.sources.t2", ""},
+			"header is required for kind header", "5:15", "domains.d.sources.t2", ""},
 		{"jwt_claim source without claim", strings.Replace(rule(""), "\trules:", "\tsources: c: {kind: \"jwt_claim\"}\n\trules:", 1),
-			"claim is required for kind jwt_claim", "5:11", "domains.d.sources.c", ""},
+			"claim is required for kind jwt_claim", "5:14", "domains.d.sources.c", ""},
 		{"generic_key source without value", strings.Replace(rule(""), "\trules:", "\tsources: g: {kind: \"generic_key\"}\n\trules:", 1),
-			"value is required for kind generic_key", "5:11", "domains.d.sources.g", ""},
+			"value is required for kind generic_key", "5:14", "domains.d.sources.g", ""},
 		{"source without kind", strings.Replace(rule(""), "\trules:", "\tsources: k: {header: \"x-k\"}\n\trules:", 1),
-			"kind is required", "5:11", "domains.d.sources.k", ""},
+			"kind is required", "5:14", "domains.d.sources.k", ""},
 		{"limit without window", strings.Replace(rule(""), `, window: "1s"`, "", 1),
 			"window is required", "7:12", "domains.d.rules.r.limits.0", ""},
 		{"fallback without window", rule(`failure: {mode: "open", fallback: {requests: 5}}`),
-			"window is required", "8:27", "domains.d.rules.r.failure.fallback", ""},
+			"window is required", "8:37", "domains.d.rules.r.failure.fallback", ""},
 		{"failure without mode", rule(`failure: reason: "x"`),
-			"mode is required", "8:3", "domains.d.rules.r.failure", ""},
+			"mode is required", "8:12", "domains.d.rules.r.failure", ""},
 		{"sub_shards without attribute", rule(`sub_shards: count: 4`),
-			"attribute is required", "8:3", "domains.d.rules.r.sub_shards", ""},
+			"attribute is required", "8:15", "domains.d.rules.r.sub_shards", ""},
 		{"canary percent out of range", rule(`stage: {name: "canary", percent: 0, since: "2025-01-01"}`),
 			"canary percent must be a whole number from 1 to 100", "8:36", "domains.d.rules.r.stage.percent", "canary-percent"},
 		{"impossible date", rule(`stage: {name: "shadow", since: "2025-02-31"}`),
-			`since "2025-02-31" is not a calendar date`, "8:27", "domains.d.rules.r.stage.since", ""},
+			`since "2025-02-31" is not a calendar date`, "8:34", "domains.d.rules.r.stage.since", ""},
 		{"bad domain name", strings.Replace(rule(""), "domains: d:", `domains: "1st":`, 1),
 			`domain name "1st" must start with a letter or '_'`, "3:10", `domains."1st"`, ""},
 		{"bad source name", strings.Replace(rule(""), "\trules:", "\tsources: \"tenant id\": {kind: \"header\", header: \"x-t\"}\n\trules:", 1),
@@ -71,7 +72,7 @@ func TestLoadProblems(t *testing.T) {
 		{"bad region name", rule(`regions: {"us east": 100}`),
 			`region name "us east" must start`, "8:13", `domains.d.rules.r.regions."us east"`, ""},
 		{"opt-out without a reason", strings.Replace(rule(""), "\trules:", "\tgovernance: new_rules_at_shadow: false\n\trules:", 1),
-			"opt_out_reason is required when new_rules_at_shadow is false", "5:14", "domains.d.governance.new_rules_at_shadow", ""},
+			"opt_out_reason is required when new_rules_at_shadow is false", "5:35", "domains.d.governance.new_rules_at_shadow", ""},
 		{"bad dwell", strings.Replace(rule(""), "\trules:", "\tgovernance: dwell: shadow: \"1w\"\n\trules:", 1),
 			"duration must be a whole number", "5:29", "domains.d.governance.dwell.shadow", ""},
 		{"canary_percent 0", strings.Replace(rule(""), "\trules:", "\trollout: canary_percent: 0\n\trules:", 1),
@@ -81,7 +82,7 @@ func TestLoadProblems(t *testing.T) {
 		{"max_false_positive over 100", strings.Replace(rule(""), "\trules:", "\trollout: gates: simulate: max_false_positive: 101\n\trules:", 1),
 			"percent must be between 0 and 100", "5:48", "domains.d.rollout.gates.simulate.max_false_positive", ""},
 		{"max_would_deny with three decimals", strings.Replace(rule(""), "\trules:", "\trollout: gates: prometheus: max_would_deny: 0.125\n\trules:", 1),
-			"max_would_deny has more than two decimals", "5:30", "domains.d.rollout.gates.prometheus.max_would_deny", ""},
+			"max_would_deny has more than two decimals", "5:46", "domains.d.rollout.gates.prometheus.max_would_deny", ""},
 		{"zero prometheus window", strings.Replace(rule(""), "\trules:", "\trollout: gates: prometheus: window: \"0m\"\n\trules:", 1),
 			"duration must be above zero", "5:38", "domains.d.rollout.gates.prometheus.window", ""},
 		{"simulate window", strings.Replace(rule(""), "\trules:", "\trollout: gates: simulate: window: \"1h\"\n\trules:", 1),
@@ -89,9 +90,9 @@ func TestLoadProblems(t *testing.T) {
 		{"required not a bool", strings.Replace(rule(""), "\trules:", "\trollout: gates: prometheus: required: \"yes\"\n\trules:", 1),
 			"conflicting values", "5:40", "domains.d.rollout.gates.prometheus.required", ""},
 		{"burst on a sliding window", strings.Replace(rule(""), `window: "1s"}`, `window: "1s", algorithm: "sliding_window", burst: 20}`, 1),
-			"burst applies to token_bucket only: a sliding_window admits at most requests per window", "7:70", "domains.d.rules.r.limits.0.burst", ""},
+			"burst applies to token_bucket only: a sliding_window admits at most requests per window", "7:77", "domains.d.rules.r.limits.0.burst", ""},
 		{"burst on a fixed window", strings.Replace(rule(""), `window: "1s"}`, `burst: 20, window: "1s", algorithm: "fixed_window"}`, 1),
-			"burst applies to token_bucket only: a fixed_window admits", "7:27", "domains.d.rules.r.limits.0.burst", ""},
+			"burst applies to token_bucket only: a fixed_window admits", "7:34", "domains.d.rules.r.limits.0.burst", ""},
 		{"canary shorthand", rule(`stage: "canary"`),
 			`a canary stage needs its share of enforcers and the day it began: write stage: {name: "canary", percent: 5, since: "YYYY-MM-DD"}`,
 			"8:10", "domains.d.rules.r.stage", "canary-percent"},
@@ -142,6 +143,45 @@ func TestLoadProblems(t *testing.T) {
 			}
 			if p.Path != tt.path || p.Check != tt.check {
 				t.Errorf("got path %q check %q, want %q %q", p.Path, p.Check, tt.path, tt.check)
+			}
+		})
+	}
+}
+
+// TestLoadValueColumns: an error about a value points at the value's first character, not at
+// its field's name, whichever check finds it: a CUE conflict, the schema's own message or the
+// loader's checks. Each policy is one line; ‸ marks the value.
+func TestLoadValueColumns(t *testing.T) {
+	const head = "package policies\n\ndomains: d: sources: tenant_id: {kind: \"header\", header: \"x-tenant-id\"}\n"
+	const rule = `domains: d: rules: r: {match: [{key: "tenant_id"}], `
+	tests := []struct{ name, line, msg string }{
+		{"conflict", `domains: d: rollout: gates: prometheus: required: ‸"yes"`, "conflicting values"},
+		{"schema message", rule + `limits: [{requests: ‸"ten", window: "1s"}]}`, "must be a positive whole number"},
+		{"schema duration", rule + `limits: [{requests: 10, window: "1s"}], store_timeout: ‸"0ms"}`, "duration must be above zero"},
+		{"window range", rule + `limits: [{requests: 10, window: ‸"500ms"}]}`, "window 500ms is out of range"},
+		{"burst on a window", rule + `limits: [{requests: 10, window: "1s", algorithm: "fixed_window", burst: ‸20}]}`, "burst applies to token_bucket only"},
+		{"calendar date", rule + `limits: [{requests: 10, window: "1s"}], stage: {name: "shadow", since: ‸"2025-02-31"}}`, "is not a calendar date"},
+		{"opt-out", `domains: d: governance: new_rules_at_shadow: ‸false`, "opt_out_reason is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			col := strings.Index(tt.line, "‸") + 1
+			dir := t.TempDir()
+			file := filepath.Join(dir, "p.cue")
+			src := head + strings.Replace(tt.line, "‸", "", 1) + "\n"
+			if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(dir)
+			var probs Problems
+			if !errors.As(err, &probs) || len(probs) != 1 {
+				t.Fatalf("got %v, want one problem", err)
+			}
+			if !strings.Contains(probs[0].Message, tt.msg) {
+				t.Errorf("got message %q, want it to contain %q", probs[0].Message, tt.msg)
+			}
+			if got, want := probs[0].Pos, (policy.Pos{File: file, Line: 4, Col: col}); got != want {
+				t.Errorf("got position %s, want %s", got, want)
 			}
 		})
 	}
