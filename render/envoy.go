@@ -121,7 +121,11 @@ func newEnvoyDomain(d *policy.Domain, cluster string, findings *[]Finding) (*env
 		return nil, err
 	}
 	ed := &envoyDomain{d: d, actions: da}
-	if f := da.identityFilter(); f != nil {
+	f, err := da.identityFilter()
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
 		ed.filters = append(ed.filters, f)
 	}
 	for _, mode := range []policy.FailureMode{policy.FailClosed, policy.FailOpen} {
@@ -178,9 +182,9 @@ func (ed *envoyDomain) assumptions() []Finding {
 // request headers: the trusted client address (for the identity waterfall's address families)
 // and verified JWT claims (for its jwt_subject tier). It first removes those headers, so that a
 // client cannot send them; an empty value (no verified claim) adds no header.
-func (da *domainActions) identityFilter() *hcmv3.HttpFilter {
+func (da *domainActions) identityFilter() (*hcmv3.HttpFilter, error) {
 	if !da.remoteAddress && len(da.claims) == 0 {
-		return nil
+		return nil, nil
 	}
 	var muts []*mutationv3.HeaderMutation
 	set := func(name, value string) {
@@ -229,16 +233,16 @@ func rateLimitFilter(d *policy.Domain, mode policy.FailureMode, cluster string) 
 			TransportApiVersion: corev3.ApiVersion_V3,
 		},
 	}
-	return httpFilter(name, cfg), nil
+	return httpFilter(name, cfg)
 }
 
-func httpFilter(name string, cfg proto.Message) *hcmv3.HttpFilter {
+// httpFilter is an HTTP filter whose typed_config is cfg.
+func httpFilter(name string, cfg proto.Message) (*hcmv3.HttpFilter, error) {
 	a, err := anypb.New(cfg)
 	if err != nil {
-		// anypb.New fails only for a message without a registered type, which these are.
-		panic(fmt.Sprintf("render: %v", err))
+		return nil, fmt.Errorf("render: filter %s: %w", name, err)
 	}
-	return &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}}
+	return &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}}, nil
 }
 
 // rlsCluster is the cluster of the rate limit service: HTTP/2 (gRPC) to addr, static when addr is

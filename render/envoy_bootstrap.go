@@ -74,7 +74,7 @@ func (ed *envoyDomain) listener(port uint32) (*listenerv3.Listener, error) {
 	vh.Routes = ed.routes()
 	var filters []*hcmv3.HttpFilter
 	if ed.needsJWT() {
-		filters = append(filters, httpFilter(jwtAuthnFilter, &jwtauthnv3.JwtAuthentication{
+		jwt, err := httpFilter(jwtAuthnFilter, &jwtauthnv3.JwtAuthentication{
 			Providers: map[string]*jwtauthnv3.JwtProvider{JWTProvider: {
 				Issuer: "https://issuer.invalid",
 				JwksSourceSpecifier: &jwtauthnv3.JwtProvider_LocalJwks{LocalJwks: &corev3.DataSource{
@@ -91,10 +91,18 @@ func (ed *envoyDomain) listener(port uint32) (*listenerv3.Listener, error) {
 							{RequiresType: &jwtauthnv3.JwtRequirement_AllowMissingOrFailed{AllowMissingOrFailed: &emptypb.Empty{}}},
 						}}}}},
 			}},
-		}))
+		})
+		if err != nil {
+			return nil, err
+		}
+		filters = append(filters, jwt)
+	}
+	router, err := httpFilter("envoy.filters.http.router", &routerv3.Router{})
+	if err != nil {
+		return nil, err
 	}
 	filters = append(filters, ed.filters...)
-	filters = append(filters, httpFilter("envoy.filters.http.router", &routerv3.Router{}))
+	filters = append(filters, router)
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix:       ed.d.Name,
 		CodecType:        hcmv3.HttpConnectionManager_AUTO,
