@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/journal"
 	"github.com/rlctl/rlctl/policy"
@@ -96,13 +98,31 @@ func TestConfigVersion(t *testing.T) {
 func BenchmarkShouldRateLimit(b *testing.B) { benchShouldRateLimit(b, nil) }
 
 // benchShouldRateLimit runs the hot path on an enforcer that mod configures.
+// BenchmarkShouldRateLimitMetadata calls with the incoming metadata a real gRPC call carries (gRPC
+// puts its headers there; the envoy target's filters add policy.FailureModeHeader), so that what
+// the handler reads of it is measured.
+func BenchmarkShouldRateLimitMetadata(b *testing.B) {
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(
+		":authority", "127.0.0.1:8081", "content-type", "application/grpc", "user-agent", "envoy/1.36",
+		"te", "trailers", "grpc-accept-encoding", "identity,deflate,gzip", "x-request-id", "4f1c",
+		policy.FailureModeHeader, string(policy.FailOpen)))
+	benchShouldRateLimitCtx(b, ctx)
+}
+
 func benchShouldRateLimit(b *testing.B, mod func(*Config)) {
+	benchShouldRateLimitCtx(b, context.Background(), mod)
+}
+
+func benchShouldRateLimitCtx(b *testing.B, ctx context.Context, mods ...func(*Config)) {
+	var mod func(*Config)
+	if len(mods) > 0 {
+		mod = mods[0]
+	}
 	m := testModel()
 	m.Domains[0].Rules[7].Lease = policyfixture.Lease(policyfixture.Bounds(5, 500), policyfixture.TTL(10_000), policyfixture.UnsetWatermark())
 	in := spawn(b, m, mod)
 	svc := service{e: in.Enforcer}
 	req := request("edge", []string{"stage=big", "user=hot"})
-	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

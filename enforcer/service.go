@@ -130,15 +130,12 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	return resp, nil
 }
 
-// failureModeOf returns the failure mode a call asked for with policy.FailureModeHeader, if it asked for
-// a valid one. An unknown value is ignored, so that every descriptor is answered: answering too
-// much never admits more than the policy allows.
+// failureModeOf returns the failure mode a call asked for with policy.FailureModeHeader, if it
+// asked for a valid one. An unknown value is ignored, so that every descriptor is answered:
+// answering too much never admits more than the policy allows. It reads the one key rather than
+// metadata.FromIncomingContext, which copies every header of the call.
 func failureModeOf(ctx context.Context) (policy.FailureMode, bool) {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return "", false
-	}
-	vs := md.Get(policy.FailureModeHeader)
+	vs := metadata.ValueFromIncomingContext(ctx, policy.FailureModeHeader)
 	if len(vs) != 1 {
 		return "", false
 	}
