@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -273,19 +274,25 @@ func remoteAddressActions(key string, mask policy.Mask) []*routev3.RateLimit_Act
 		return one(&routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_MaskedRemoteAddress_{MaskedRemoteAddress: &routev3.RateLimit_Action_MaskedRemoteAddress{
 			V4PrefixMaskLen: wrapperspb.UInt32(24), V6PrefixMaskLen: wrapperspb.UInt32(64)}}})
 	case mask != policy.MaskSubnet:
-		return one(addressMatch(key, "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%", "0.0.0.0", 0, "::", 0))
+		return one(addressMatch(key, "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%", allIPv4, allIPv6))
 	}
 	return []*routev3.RateLimit_Action{
-		addressMatch(key, "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT(24)%", "0.0.0.0", 0),
-		addressMatch(key, "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT(64)%", "::", 0),
+		addressMatch(key, "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT(24)%", allIPv4),
+		addressMatch(key, "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT(64)%", allIPv6),
 	}
 }
 
-// addressMatch is a remote_address_match action for the given CIDR ranges (prefix, length pairs).
-func addressMatch(key, value string, ranges ...any) *routev3.RateLimit_Action {
+// The address families, as the ranges of remote_address_match.
+var (
+	allIPv4 = netip.MustParsePrefix("0.0.0.0/0")
+	allIPv6 = netip.MustParsePrefix("::/0")
+)
+
+// addressMatch is a remote_address_match action for the given ranges.
+func addressMatch(key, value string, ranges ...netip.Prefix) *routev3.RateLimit_Action {
 	am := &matcherv3.AddressMatcher{}
-	for i := 0; i+1 < len(ranges); i += 2 {
-		am.Ranges = append(am.Ranges, &xdscorev3.CidrRange{AddressPrefix: ranges[i].(string), PrefixLen: wrapperspb.UInt32(uint32(ranges[i+1].(int)))})
+	for _, r := range ranges {
+		am.Ranges = append(am.Ranges, &xdscorev3.CidrRange{AddressPrefix: r.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(r.Bits()))})
 	}
 	return &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RemoteAddressMatch_{RemoteAddressMatch: &routev3.RateLimit_Action_RemoteAddressMatch{
 		DescriptorKey: key, DescriptorValue: value, AddressMatcher: am}}}
