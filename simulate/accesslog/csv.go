@@ -12,7 +12,7 @@ import (
 // keys do. Each line is parsed on its own, so a record may not span lines.
 type csvState struct {
 	keys    map[string]target
-	columns []target // from the header row
+	columns []target // from the header row; a reader's parsers share them, read only
 	hasCol  []bool
 	ranks   fieldRanks // the current line's (target.set)
 }

@@ -6,6 +6,11 @@
 // cannot be parsed is returned as a *LineError carrying its file and line number, and reading
 // continues with the next line; any other error ends the read.
 //
+// Reading and parsing can be split across goroutines: Reader.ReadRaw returns the next raw line
+// and its number, cheaply and in order, and any number of Parsers (Reader.NewParser), one per
+// goroutine, turn lines into the Records that Read would have returned. Read and ReadArena are
+// ReadRaw and a Parser of the Reader's own.
+//
 // A Record's strings are substrings of one string per line, so reading a line costs one
 // allocation plus one per escaped JSON value; with Reader.ReadArena they view a buffer the caller
 // reuses, and the line costs none. Callers that keep a value beyond the record (a map key, say)

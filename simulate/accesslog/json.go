@@ -14,14 +14,25 @@ import (
 // only the values whose keys it maps and skips the rest. Nested objects are entered only when a
 // mapped key is a dotted path into them.
 type jsonParser struct {
-	keys keyIndex
+	keys *keyIndex // shared by a reader's parsers, read only
 	// nested records whether any mapped key is dotted, so plain logs skip objects quickly.
-	nestedChecked bool
-	nested        bool
-	ranks         fieldRanks // the current line's (target.set)
-	// seen[i] says a line had a value for the mapped key of target.mapped i+1; it is the
-	// Reader's (Reader.Unseen).
+	nested bool
+	ranks  fieldRanks // the current line's (target.set)
+	// seen[i] says a line had a value for the mapped key of target.mapped i+1 (Reader.Unseen).
 	seen []bool
+}
+
+// newJSONParser returns a parser of the keys of ix, of which mapped are --field mappings.
+func newJSONParser(ix *keyIndex, mapped int) *jsonParser {
+	p := &jsonParser{keys: ix, seen: make([]bool, mapped)}
+	for _, b := range ix.buckets {
+		for _, e := range b {
+			if strings.Contains(e.key, ".") {
+				p.nested = true
+			}
+		}
+	}
+	return p
 }
 
 // keyIndex finds the target of a log key. Every key of every line is looked up, most of them
@@ -40,8 +51,8 @@ type keyTarget struct {
 	tg  target
 }
 
-func newKeyIndex(keys map[string]target) keyIndex {
-	var ix keyIndex
+func newKeyIndex(keys map[string]target) *keyIndex {
+	ix := new(keyIndex)
 	for k, tg := range keys {
 		b := &ix.buckets[keyBucket(k)]
 		*b = append(*b, keyTarget{k, tg})
@@ -111,16 +122,6 @@ type jsonScan struct {
 var errJSON = errors.New("malformed JSON")
 
 func (p *jsonParser) parse(line string, rec *Record) error {
-	if !p.nestedChecked {
-		for _, b := range p.keys.buckets {
-			for _, e := range b {
-				if strings.Contains(e.key, ".") {
-					p.nested = true
-				}
-			}
-		}
-		p.nestedChecked = true
-	}
 	p.ranks.reset()
 	sc := jsonScan{s: line}
 	sc.ws()

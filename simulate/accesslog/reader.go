@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"unsafe"
 )
 
@@ -67,31 +68,44 @@ const maxLine = 1 << 20
 // a variable so that FuzzRead can make short lines do that.
 var bufferSize = 256 << 10
 
-// Reader reads Records from one access log.
+// Reader reads Records from one access log. It reads on one goroutine; the lines it reads
+// raw (ReadRaw) may be parsed on others (NewParser).
 type Reader struct {
 	name string
 	br   *bufio.Reader
 	line int64
 	buf  []byte // a long line spanning several buffer fills
-	read func(line string, rec *Record) error
-	gzip bool // the log is gzip-compressed
+	gzip bool   // the log is gzip-compressed
 	// noTime is the error of a line without a timestamp, made once so such lines cost no more
 	// than other bad lines.
 	noTime error
-	// mapped are the --field mappings, and seen[i] says a line had a value for mapped[i]'s
-	// key (the parser marks it; a CSV header was checked when it was read).
-	mapped []mappedKey
-	seen   []bool
+	// newParse returns the parse function of a new Parser, with state of its own, and the
+	// seen flags it marks (nil when the format marks none).
+	newParse func() (parse func(line string, rec *Record) error, seen []bool)
+	own      *Parser // Read's and ReadArena's
+	// mapped are the --field mappings; a parser's seen[i] says a line it parsed had a value
+	// for mapped[i]'s key. A CSV header was checked when it was read: seenAll.
+	mapped  []mappedKey
+	seenAll bool
+	mu      sync.Mutex // guards parsers
+	parsers []*Parser
 }
 
-// Unseen returns the --field mappings (NAME=KEY) for whose KEY no line read so far had a
-// value, in the order of their keys: a misspelt key would otherwise leave its field empty in
-// every record without a word. A CSV log's mappings are checked against its header when it
-// is opened, so it never has any; a text log has fixed fields, so it has all of them.
+// Unseen returns the --field mappings (NAME=KEY) for whose KEY no line parsed so far, by any
+// of the reader's parsers, had a value, in the order of their keys: a misspelt key would
+// otherwise leave its field empty in every record without a word. Call it once the parsers
+// are done: it reads what they write. A CSV log's mappings are checked against its header when
+// it is opened, so it never has any; a text log has fixed fields, so it has all of them.
 func (r *Reader) Unseen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var out []string
 	for i, mk := range r.mapped {
-		if !r.seen[i] {
+		seen := r.seenAll
+		for _, p := range r.parsers {
+			seen = seen || (p.seen != nil && p.seen[i])
+		}
+		if !seen {
 			out = append(out, mk.spec)
 		}
 	}
@@ -120,30 +134,33 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 	}
 	keys := keyTable(opts.Mapping, opts.Headers)
 	rd.mapped = mappedKeys(opts.Mapping)
-	rd.seen = make([]bool, len(rd.mapped))
 	switch format {
 	case FormatEnvoyJSON, FormatJSONL:
-		p := &jsonParser{keys: newKeyIndex(keys), seen: rd.seen}
-		rd.read = p.parse
+		ix := newKeyIndex(keys)
+		rd.newParse = func() (func(string, *Record) error, []bool) {
+			p := newJSONParser(ix, len(rd.mapped))
+			return p.parse, p.seen
+		}
 	case FormatEnvoyText:
 		if opts.Format == FormatEnvoyText && len(opts.Mapping) > 0 {
 			// The text format's fields are fixed by position; a mapping would be ignored. A
 			// text log detected among others leaves its mappings unseen instead (Unseen).
 			return nil, fmt.Errorf("%s: --field does not apply to Envoy's default text format, whose fields are fixed", name)
 		}
-		rd.read = parseText
+		rd.newParse = func() (func(string, *Record) error, []bool) { return parseText, nil }
 	case FormatCSV:
 		c := &csvState{keys: keys}
 		if err := rd.readCSVHeader(c, opts.Mapping); err != nil {
 			return nil, err
 		}
-		for i := range rd.seen {
-			rd.seen[i] = true // readCSVHeader found every mapped column
+		rd.seenAll = true // readCSVHeader found every mapped column
+		rd.newParse = func() (func(string, *Record) error, []bool) {
+			return (&csvState{columns: c.columns, hasCol: c.hasCol}).parse, nil
 		}
-		rd.read = c.parse
 	default:
 		return nil, fmt.Errorf("%s: log format %q unknown", name, format)
 	}
+	rd.own = rd.NewParser()
 	return rd, nil
 }
 
@@ -164,7 +181,7 @@ func sniff(br *bufio.Reader) Format {
 // a *LineError for a bad line (call Read again to continue), or another error that ends the read.
 // Blank lines are skipped.
 func (r *Reader) Read(rec *Record) error {
-	return r.read1(rec, nil)
+	return r.readParse(rec, nil)
 }
 
 // ReadArena is Read that copies the line into *arena, a buffer the caller reuses, instead of
@@ -174,49 +191,59 @@ func (r *Reader) Read(rec *Record) error {
 // starts a new buffer and leaves the full one to the records that view it. A caller must clone
 // any string it keeps beyond the arena's reuse.
 func (r *Reader) ReadArena(rec *Record, arena *[]byte) error {
-	return r.read1(rec, arena)
+	return r.readParse(rec, arena)
 }
 
-// arenaChunk is the smallest buffer ReadArena starts.
+func (r *Reader) readParse(rec *Record, arena *[]byte) error {
+	line, num, err := r.readRaw(arena)
+	if err != nil {
+		return err
+	}
+	return r.own.Parse(line, num, rec)
+}
+
+// ReadRaw reads the next non-blank line into *arena, as ReadArena does (the returned string
+// views the arena's bytes, and a new buffer is started when the line does not fit), with the
+// '\r' and '\n' bytes that end it removed, and returns it with its 1-based line number, for a
+// Parser to parse, on this goroutine or another. It returns io.EOF at the end, a *LineError
+// for a line longer than 1 MiB (call ReadRaw again to continue), or another error that ends
+// the read.
+func (r *Reader) ReadRaw(arena *[]byte) (line string, num int64, err error) {
+	return r.readRaw(arena)
+}
+
+// arenaChunk is the smallest buffer ReadRaw starts.
 const arenaChunk = 1 << 20
 
-func (r *Reader) read1(rec *Record, arena *[]byte) error {
+var errLongLine = errors.New("line longer than 1 MiB")
+
+// readRaw is ReadRaw, which allocates the line's string when arena is nil.
+func (r *Reader) readRaw(arena *[]byte) (string, int64, error) {
 	for {
 		line, err := r.nextLine()
 		if err != nil {
 			if err == io.EOF {
-				return err
+				return "", 0, err
 			}
-			return r.readError(err)
+			return "", 0, r.readError(err)
 		}
 		r.line++
 		if len(line) > maxLine {
-			return r.lineError(errors.New("line longer than 1 MiB"), line)
+			return "", r.line, lineError(r.name, r.line, errLongLine, unsafe.String(unsafe.SliceData(line), len(line)))
 		}
-		var s string
-		if arena == nil {
-			s = string(line)
-		} else {
-			if cap(*arena)-len(*arena) < len(line) {
-				*arena = make([]byte, 0, max(arenaChunk, len(line)))
-			}
-			at := len(*arena)
-			*arena = append(*arena, line...)
-			s = unsafe.String(unsafe.SliceData((*arena)[at:]), len(line))
-		}
-		s = strings.TrimRight(s, "\r\n")
-		if strings.TrimSpace(s) == "" {
+		line = bytes.TrimRight(line, "\r\n")
+		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		rec.reset()
-		if err := r.read(s, rec); err != nil {
-			return r.lineError(err, line)
+		if arena == nil {
+			return string(line), r.line, nil
 		}
-		if rec.TimeMs == noTimestamp {
-			return r.lineError(r.noTime, line)
+		if cap(*arena)-len(*arena) < len(line) {
+			*arena = make([]byte, 0, max(arenaChunk, len(line)))
 		}
-		rec.File, rec.Line = r.name, r.line
-		return nil
+		at := len(*arena)
+		*arena = append(*arena, line...)
+		return unsafe.String(unsafe.SliceData((*arena)[at:]), len(line)), r.line, nil
 	}
 }
 
@@ -251,10 +278,13 @@ func (r *Reader) readCSVHeader(c *csvState, m Mapping) error {
 // Line is the number of lines read so far.
 func (r *Reader) Line() int64 { return r.line }
 
-func (r *Reader) lineError(err error, line []byte) *LineError {
+// lineError is the error of line number num of the log named file; line is the line with or
+// without its newline.
+func lineError(file string, num int64, err error, line string) *LineError {
 	// Cut to 200 bytes, which may split a character: reports must stay valid UTF-8.
-	text := strings.ToValidUTF8(strings.TrimRight(string(line[:min(len(line), 200)]), "\r\n"), "\uFFFD")
-	return &LineError{File: r.name, Line: r.line, Err: err, Text: text}
+	// The clone is the report's own: line may view a buffer the caller reuses.
+	text := strings.ToValidUTF8(strings.TrimRight(strings.Clone(line[:min(len(line), 200)]), "\r\n"), "\uFFFD")
+	return &LineError{File: file, Line: num, Err: err, Text: text}
 }
 
 // readError says where reading the log failed; a gzip stream that ends early is called a
@@ -294,5 +324,5 @@ func (r *Reader) nextLine() ([]byte, error) {
 		}
 		return nil, io.EOF
 	}
-	return nil, err // read1 says where
+	return nil, err // readRaw says where
 }
