@@ -50,7 +50,7 @@ func (r *Request) AppendJSON(b []byte) []byte {
 	b = appendField(b, "request_id", r.RequestID)
 	b = appendField(b, "authority", r.Authority)
 	b = appendField(b, "upstream_host", r.Upstream)
-	b = appendField(b, "downstream_remote_address", r.ClientIP+":"+strconv.Itoa(20000+int(r.TimeMs%40000)))
+	b = appendField(b, "downstream_remote_address", r.ClientIP+":"+strconv.Itoa(r.remotePort()))
 	b = appendField(b, "hostname", r.Gateway)
 	b = appendField(b, "x-tenant-id", r.Tenant)
 	b = appendField(b, "authorization", r.Authorization)
@@ -88,6 +88,11 @@ func (r *Request) AppendText(b []byte) []byte {
 	return append(b, '\n')
 }
 
+// remotePort is the client's source port in the downstream remote address.
+func (r *Request) remotePort() int {
+	return 20000 + int(r.TimeMs%40000)
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -102,7 +107,13 @@ func appendField(b []byte, key, value string) []byte {
 	}
 	b = append(b, ',', '"')
 	b = append(b, key...)
-	b = append(b, `":"`...)
+	b = append(b, `":`...)
+	return appendString(b, value)
+}
+
+// appendString appends value as a JSON string.
+func appendString(b []byte, value string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(value); i++ {
 		switch c := value[i]; {
 		case c == '"' || c == '\\':

@@ -27,11 +27,23 @@ import (
 // Format is an output format.
 type Format string
 
-// The formats gen-logs writes.
+// The formats gen-logs writes: Envoy JSON lines with the request headers under their own
+// names (Request.AppendJSON), Envoy's default text format (Request.AppendText), and Istio's
+// default JSON access log with the same headers added (Request.AppendIstioJSON).
 const (
 	EnvoyJSON Format = "envoy-json"
 	EnvoyText Format = "envoy-text"
+	IstioJSON Format = "istio-json"
 )
+
+// ParseFormat checks a format name.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case EnvoyJSON, EnvoyText, IstioJSON:
+		return f, nil
+	}
+	return "", fmt.Errorf("format %q: want envoy-json, envoy-text or istio-json", s)
+}
 
 // Config says what to generate.
 type Config struct {
@@ -41,7 +53,8 @@ type Config struct {
 	Start time.Time
 	// Gateways is the number of gateway nodes named in the "hostname" field (default 4).
 	Gateways int
-	Format   Format
+	// Format is the shape of the lines; the zero value means EnvoyJSON.
+	Format Format
 }
 
 // DefaultStart is the start time when Config.Start is zero.
@@ -49,12 +62,12 @@ var DefaultStart = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // Write writes cfg.Lines access-log lines to w.
 func Write(w io.Writer, cfg Config) error {
-	switch cfg.Format {
-	case EnvoyJSON, EnvoyText:
-	case "":
+	if cfg.Format == "" {
 		cfg.Format = EnvoyJSON
-	default:
-		return fmt.Errorf("traffic: format %q: want envoy-json or envoy-text", cfg.Format)
+	}
+	format, err := ParseFormat(string(cfg.Format))
+	if err != nil {
+		return fmt.Errorf("traffic: %w", err)
 	}
 	if cfg.Lines < 0 {
 		return fmt.Errorf("traffic: lines %d: must not be negative", cfg.Lines)
@@ -72,9 +85,12 @@ func Write(w io.Writer, cfg Config) error {
 	var req Request
 	for i := 0; i < cfg.Lines; i++ {
 		g.next(&req)
-		if cfg.Format == EnvoyText {
+		switch format {
+		case EnvoyText:
 			line = req.AppendText(line[:0])
-		} else {
+		case IstioJSON:
+			line = req.AppendIstioJSON(line[:0])
+		default:
 			line = req.AppendJSON(line[:0])
 		}
 		if _, err := bw.Write(line); err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 func TestDeterministic(t *testing.T) {
-	for _, f := range []Format{EnvoyJSON, EnvoyText} {
+	for _, f := range []Format{EnvoyJSON, EnvoyText, IstioJSON} {
 		var a, b, c bytes.Buffer
 		if err := Write(&a, Config{Seed: 7, Lines: 3000, Format: f}); err != nil {
 			t.Fatal(err)
@@ -34,7 +34,7 @@ func TestDeterministic(t *testing.T) {
 // TestGolden pins the generator's output for one seed, so a change to the traffic is a
 // deliberate one: run with -update and review the diff.
 func TestGolden(t *testing.T) {
-	for _, f := range []Format{EnvoyJSON, EnvoyText} {
+	for _, f := range []Format{EnvoyJSON, EnvoyText, IstioJSON} {
 		var buf bytes.Buffer
 		if err := Write(&buf, Config{Seed: 1, Lines: 40, Format: f}); err != nil {
 			t.Fatal(err)
@@ -46,7 +46,7 @@ func TestGolden(t *testing.T) {
 // TestReadable checks that every generated line reads back through accesslog, in time order,
 // with one client address however it is read, and that the populations are present.
 func TestReadable(t *testing.T) {
-	for _, f := range []Format{EnvoyJSON, EnvoyText} {
+	for _, f := range []Format{EnvoyJSON, EnvoyText, IstioJSON} {
 		var buf bytes.Buffer
 		if err := Write(&buf, Config{Seed: 3, Lines: 20000, Format: f}); err != nil {
 			t.Fatal(err)
@@ -105,7 +105,12 @@ func TestReadable(t *testing.T) {
 }
 
 func BenchmarkWrite(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		Write(io.Discard, Config{Seed: 1, Lines: 10000})
+	for _, f := range []Format{EnvoyJSON, EnvoyText, IstioJSON} {
+		b.Run(string(f), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				Write(io.Discard, Config{Seed: 1, Lines: 10000, Format: f})
+			}
+		})
 	}
 }
