@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 )
 
@@ -17,6 +18,7 @@ import (
 type Latency struct {
 	kind     string // "fixed" or "uniform"
 	lo, hi   int64  // µs
+	seed     uint64
 	rng      *rand.Rand
 	original string
 }
@@ -24,7 +26,7 @@ type Latency struct {
 // ParseLatency reads a --store-latency value: a duration ("1ms", "500us", "0") or
 // "uniform:LO-HI" ("uniform:0.5ms-2ms").
 func ParseLatency(s string, seed uint64) (Latency, error) {
-	l := Latency{kind: "fixed", original: s, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
+	l := Latency{kind: "fixed", original: s, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
 	if s == "" || s == "0" {
 		l.original = "0"
 		return l, nil
@@ -58,6 +60,13 @@ func (l *Latency) draw() int64 {
 }
 
 func (l Latency) String() string { return l.original }
+
+// forShard returns l drawing from shard i's own stream of the seed: each shard draws its
+// replies' latencies in its own order, whichever goroutine runs it (shard).
+func (l Latency) forShard(i int) Latency {
+	l.rng = rand.New(rand.NewPCG(l.seed, 0x5eed+uint64(i)))
+	return l
+}
 
 // event is a store reply (or return) landing at a virtual instant.
 type event struct {
@@ -145,14 +154,27 @@ func (a Assignment) String() string {
 	return a.Kind + ":" + a.Field
 }
 
-// gateway is one virtual enforcer. Its name is its instance ID, which places it in canaries.
-type gateway struct {
-	name string
+// gatewaySet names the virtual gateways (enforcers) and says which rules each enforces. A
+// gateway's name is its instance ID, which places it in canaries. A set never changes once
+// made: a field assignment that adds a gateway makes a new one (Simulator.addGateway), so the
+// shards' workers read the set a chunk was sequenced with while the sequencer adds more.
+type gatewaySet struct {
+	names []string
+	// enforced[r][g] says rule r rejects on gateway g given its stage (policy.Rule.Mode).
+	enforced [][]bool
 }
 
-// gatewayRule is one rule's lease manager on one gateway, over the fleet's shared store.
-type gatewayRule struct {
-	mgr *engine.LeaseManager
+// with returns a set of gs's gateways and one more named name.
+func (gs *gatewaySet) with(name string, rules []*ruleSim) *gatewaySet {
+	n := &gatewaySet{names: append(gs.names[:len(gs.names):len(gs.names)], name), enforced: make([][]bool, len(rules))}
+	for i, rs := range rules {
+		var old []bool
+		if i < len(gs.enforced) {
+			old = gs.enforced[i]
+		}
+		n.enforced[i] = append(old[:len(old):len(old)], rs.rule.Mode(name) == policy.ModeEnforce)
+	}
+	return n
 }
 
 // MaxGateways bounds the virtual gateways, given (Config.Gateways) or made by a field
@@ -220,20 +242,20 @@ func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 
 func gatewayName(i int) string { return "gw-" + strconv.Itoa(i) }
 
-// meteredStore wraps the fleet's store for one rule: it counts store calls and records the
+// meteredStore wraps a shard's store for one rule: it counts store calls and records the
 // largest lease granted per time bucket.
 type meteredStore struct {
-	s     *Simulator
+	sh    *shard
 	inner engine.Store
-	rs    *ruleSim
+	st    *ruleStats
 }
 
 func (m meteredStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
 	res, err := m.inner.Take(ctx, r)
-	m.rs.stats.out.StoreCalls++
+	m.st.out.StoreCalls++
 	if res.Granted > 0 {
-		m.rs.stats.out.LeaseMax = max(m.rs.stats.out.LeaseMax, res.Granted)
-		m.rs.stats.maxAt(serLease, m.s.bucket(), res.Granted)
+		m.st.out.LeaseMax = max(m.st.out.LeaseMax, res.Granted)
+		m.st.maxAt(serLease, m.sh.bucket(), res.Granted)
 	}
 	return res, err
 }

@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"unsafe"
 )
 
 func TestEventQueueOrder(t *testing.T) {
@@ -37,70 +36,48 @@ func TestEventQueueOrder(t *testing.T) {
 	}
 }
 
-// Pruning drops the keys that are idle and were never denied, and marks them so that the
-// slots still holding them look their keys up again.
-func TestRuleStatsPrune(t *testing.T) {
-	st := &ruleStats{keys: map[string]*keyState{}}
-	all := map[string]*keyState{}
-	for _, k := range []struct {
-		key           string
-		denials, last int64
-	}{{"a", 0, 10}, {"b", 1, 0}, {"c", 0, 0}, {"d", 0, 4}, {"e", 0, 5}} {
-		ks := &keyState{key: k.key, denials: k.denials, lastMs: k.last}
-		st.keys[k.key], all[k.key] = ks, ks
+// A key table finds keys by hash and bytes, chains keys whose hashes collide, and pruning
+// drops exactly the keys it is told to, wherever they sit in a chain.
+func TestKeyTable(t *testing.T) {
+	tab := newKeyTable()
+	keys := []struct {
+		key     string
+		hash    uint64
+		denials int64
+	}{{"a", 1, 0}, {"b", 1, 1}, {"c", 1, 0}, {"d", 2, 0}, {"e", 3, 2}}
+	for i, k := range keys {
+		ks := newKeyState(k.key, 0, 1)
+		ks.denials, ks.lastMs = k.denials, int64(i)
+		if k.denials > 0 {
+			tab.denied++
+		}
+		tab.add(k.hash, ks)
 	}
-	st.prune(5) // drops c and d: idle before 5 and never denied
-	for key, want := range map[string]bool{"a": true, "b": true, "c": false, "d": false, "e": true} {
-		if got := st.keys[key] != nil; got != want {
-			t.Errorf("key %q kept: got %v, want %v", key, got, want)
-		}
-		if got := all[key].pruned; got == want {
-			t.Errorf("key %q pruned: got %v, want %v", key, got, !want)
+	buf := []byte("b")
+	if ks := tab.get(1, buf); ks == nil || ks.key != "b" {
+		t.Fatalf("get b: got %v", ks)
+	}
+	if ks := tab.get(2, buf); ks != nil {
+		t.Errorf("get b with d's hash: got %q, want nil", ks.key)
+	}
+	tab.prune(func(ks *keyState) bool { return ks.key == "a" || ks.key == "c" || ks.key == "e" })
+	for _, k := range keys {
+		want := k.key == "b" || k.key == "d"
+		if got := tab.get(k.hash, []byte(k.key)) != nil; got != want {
+			t.Errorf("after prune, %q kept: got %v, want %v", k.key, got, want)
 		}
 	}
-}
-
-// A key keeps its slot while it is seen at least once a generation; one idle for longer gets
-// a new slot. Slots own their keys: the buffer a key is looked up with may be reused.
-func TestKeySlots(t *testing.T) {
-	c := newKeySlots()
-	buf := []byte("rl:d:r:k:v1")
-	first := c.get(buf, 1000)
-	copy(buf[len(buf)-2:], "v2")
-	other := c.get(buf, 1000)
-	if first == other || first.key != "rl:d:r:k:v1" || other.key != "rl:d:r:k:v2" {
-		t.Fatalf("slots: got %q and %q (same %v), want two", first.key, other.key, first == other)
+	if tab.denied != 1 {
+		t.Errorf("denied keys after prune: got %d, want 1", tab.denied)
 	}
-	steps := []struct {
-		key  string
-		ms   int64
-		same bool // the slot is first's
-	}{
-		{"rl:d:r:k:v1", 1000 + slotGeneration - 1, true},
-		{"rl:d:r:k:v1", 1000 + 2*slotGeneration - 1, true}, // still in the generation before
-		{"rl:d:r:k:v1", 1000 + 3*slotGeneration, true},
-		{"rl:d:r:k:v2", 1000 + 3*slotGeneration, false},
-		{"rl:d:r:k:v3", 1000 + 4*slotGeneration, false},
-		{"rl:d:r:k:v3", 1000 + 5*slotGeneration, false},
-		{"rl:d:r:k:v1", 1000 + 5*slotGeneration, false}, // not seen in the last two generations
-	}
-	for i, st := range steps {
-		sl := c.get([]byte(st.key), st.ms)
-		if sl.key != st.key {
-			t.Fatalf("step %d: got slot of %q, want %q", i, sl.key, st.key)
-		}
-		if got := sl == first; got != st.same {
-			t.Errorf("step %d: got first slot %v, want %v", i, got, st.same)
-		}
-		if st.key == "rl:d:r:k:v2" && sl == other {
-			t.Errorf("step %d: key idle for two generations kept its slot", i)
-		}
+	if len(tab.m) != 2 {
+		t.Errorf("hashes after prune: got %d, want 2 (the emptied chain is deleted)", len(tab.m))
 	}
 }
 
 // The shared-NAT tracker counts distinct users per address up to its cap.
 func TestNATTracker(t *testing.T) {
-	n := natTracker{cap: 3, addrs: map[string]userSet{}}
+	n := newNATTracker(3, 100)
 	steps := []struct {
 		addr, user string
 		want       int  // users counted behind addr afterwards
@@ -117,53 +94,35 @@ func TestNATTracker(t *testing.T) {
 	}
 	for i, st := range steps {
 		n.see(st.addr, st.user)
-		if got, capped := n.count(st.addr); got != st.want || capped != st.capped {
+		if got, capped := n.countOf(st.addr); got != st.want || capped != st.capped {
 			t.Errorf("step %d: %s after %s: got %d users (capped %v), want %d (%v)", i, st.addr, st.user, got, capped, st.want, st.capped)
 		}
 	}
-	if got, capped := n.count("c"); got != 0 || capped {
+	if got, capped := n.countOf("c"); got != 0 || capped {
 		t.Errorf("unseen address: got %d users (capped %v), want 0", got, capped)
 	}
-	// Addresses and users may view a buffer the caller reuses: the tracker keeps copies.
-	buf := []byte("x1")
-	view := func() string { return unsafe.String(&buf[0], len(buf)) }
-	for _, u := range []string{"u1", "u2", "u3"} {
-		n.see(view(), u)
-	}
-	buf[1] = '2'
-	if got, _ := n.count("x1"); got != 3 {
-		t.Errorf("address seen through a reused buffer: got %d users, want 3", got)
-	}
-	if got, _ := n.count("x2"); got != 0 {
-		t.Errorf("address never seen: got %d users, want 0", got)
-	}
-	one := natTracker{cap: 1, addrs: map[string]userSet{}}
+	one := newNATTracker(1, 100)
 	one.see("a", "u1")
 	one.see("a", "u2")
-	if got, capped := one.count("a"); got != 1 || !capped {
+	if got, capped := one.countOf("a"); got != 1 || !capped {
 		t.Errorf("cap 1: got %d users (capped %v), want 1 (capped)", got, capped)
 	}
 }
 
-// Trackers that each saw part of the records, merged, count what one tracker that saw them
-// all counts, whichever part each saw.
-func TestNATTrackerMerge(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for round := range 50 {
-		one := natTracker{cap: 4, addrs: map[string]userSet{}}
-		parts := [2]natTracker{one.empty(), one.empty()}
-		for range 200 {
-			addr, user := string(rune('a'+rng.IntN(8))), string(rune('A'+rng.IntN(6)))
-			one.see(addr, user)
-			parts[rng.IntN(2)].see(addr, user)
-		}
-		parts[0].merge(&parts[1])
-		for a := 'a'; a < 'a'+8; a++ {
-			got, gotCapped := parts[0].count(string(a))
-			want, wantCapped := one.count(string(a))
-			if got != want || gotCapped != wantCapped {
-				t.Fatalf("round %d: address %c: merged count %d (capped %v), want %d (%v)", round, a, got, gotCapped, want, wantCapped)
-			}
-		}
+// The tracker holds at most its limit of addresses: sightings behind further addresses are
+// counted as untracked, and addresses already tracked go on counting.
+func TestNATTrackerBound(t *testing.T) {
+	n := newNATTracker(10, 2)
+	for _, s := range []struct{ addr, user string }{{"a", "u1"}, {"b", "u1"}, {"c", "u1"}, {"c", "u2"}, {"a", "u2"}} {
+		n.see(s.addr, s.user)
+	}
+	if got, _ := n.countOf("a"); got != 2 {
+		t.Errorf("tracked address a: got %d users, want 2", got)
+	}
+	if got, _ := n.countOf("c"); got != 0 {
+		t.Errorf("address c past the bound: got %d users, want 0", got)
+	}
+	if n.untracked != 2 {
+		t.Errorf("untracked sightings: got %d, want 2", n.untracked)
 	}
 }

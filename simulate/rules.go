@@ -6,6 +6,7 @@ import (
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/simulate/report"
 )
 
 // domainSim is one domain prepared for replay: the descriptor shapes its rules need and the
@@ -24,11 +25,10 @@ type domainSim struct {
 
 // ruleSim is a rule prepared for replay.
 type ruleSim struct {
-	plan    *engine.RulePlan // limits per shard when sub-sharded, cost, lease settings
-	rule    *policy.Rule
-	depth   int // matched entries, without the sub-shard entry
-	stats   *ruleStats
-	gateway []*gatewayRule // per virtual gateway
+	plan  *engine.RulePlan // limits per shard when sub-sharded, cost, lease settings
+	rule  *policy.Rule
+	depth int // matched entries, without the sub-shard entry
+	index int // in Simulator.rules
 }
 
 func newDomainSim(d *policy.Domain) (*domainSim, error) {
@@ -76,7 +76,13 @@ func newRuleSim(domain string, r *policy.Rule) (*ruleSim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("domain %s: rule %s: %w", domain, r.Name, err)
 	}
-	return &ruleSim{plan: plan, rule: r, depth: len(r.Match), stats: newRuleStats(domain, r)}, nil
+	return &ruleSim{plan: plan, rule: r, depth: len(r.Match)}, nil
+}
+
+// report returns the rule's report entry, named, without figures.
+func (rs *ruleSim) report() report.Rule {
+	r := rs.rule
+	return report.Rule{Domain: rs.plan.Domain, Rule: r.Name, Stage: string(r.Stage.Name), Pos: r.Pos.String(), Limit: limitString(r)}
 }
 
 // limitString describes a rule's limits for reports, such as "100/1s burst 200".

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/accesslog"
@@ -28,28 +31,30 @@ type RunConfig struct {
 	MaxBad int64
 	// BadSamples is how many bad lines the report quotes in full (default 5).
 	BadSamples int
+	// Workers is how many goroutines parse and how many run the shards: 0 means GOMAXPROCS.
+	// The report does not depend on it.
+	Workers int
 }
 
 // ErrTooManyBad reports more bad lines than RunConfig.MaxBad.
 var ErrTooManyBad = errors.New("too many bad lines")
 
-const batchSize = 512
-
-// batch carries parsed records from the reading goroutine to the replaying one.
-type batch struct {
-	recs  []accesslog.Record
-	preps []prepared
-	n     int
-	err   error  // a read error that ends the run
-	arena []byte // the lines the records' strings view (accesslog.Reader.ReadArena)
-	// counted says the reading goroutine counted the records' users for the shared-NAT
-	// check; otherwise the replay does.
-	counted bool
-}
-
 // Run replays inputs, merged by time when there are several (mergedSource), and returns the
-// report. Parsing runs on its own goroutine, pipelined with the replay; memory is bounded by a
-// few batches plus the simulator's live keys.
+// report. It uses every core GOMAXPROCS gives it, and its report is the same, byte for byte,
+// whatever that is and whatever RunConfig.Workers says:
+//
+//   - one goroutine reads the log's lines in order into chunks (several logs are read and
+//     parsed there, merged by time);
+//   - Workers goroutines parse chunks and prepare their records (descriptor values, selected
+//     rules, store keys and their hashes), each chunk on one of them;
+//   - one goroutine, the sequencer, takes the chunks in log order and places each record:
+//     its replay time, the housekeeping tick before it and its gateway (Simulator.sequence);
+//   - Workers goroutines run the shards (shard), worker w the shards w, w+Workers, ...; each
+//     sees every chunk in log order, and decides the hits and runs the ticks of its shards;
+//   - this goroutine, once every worker is done with a chunk, counts its records in log order,
+//     tells the observer, and hands the chunk back to the reader.
+//
+// Memory is bounded by the chunks in flight plus the shards' live keys.
 func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, error) {
 	sim, err := New(cfg.Sim)
 	if err != nil {
@@ -58,6 +63,11 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	if cfg.BadSamples <= 0 {
 		cfg.BadSamples = 5
 	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, shardCount)
 	opts := cfg.Log
 	opts.Headers = append(append([]string(nil), opts.Headers...), HeadersFor(cfg.Sim.Model)...)
 	if a := cfg.Sim.Assign; a.Kind != "round-robin" && a.Field != "" {
@@ -67,149 +77,353 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	full := make(chan *batch, 4)
-	free := make(chan *batch, 6)
-	for i := 0; i < 6; i++ {
-		free <- &batch{recs: make([]accesslog.Record, batchSize), preps: make([]prepared, batchSize)}
+	r := &runner{sim: sim, cfg: cfg, readers: readers, workers: workers}
+	if err := r.run(ctx); err != nil {
+		return nil, err
 	}
-	var bad []report.BadLine
-	var badCount int64
-	// Counting the users behind addresses for the shared-NAT check does not depend on the
-	// replay, and only the report reads the counts, so either goroutine may count a batch:
-	// the reader when the replay is behind (full would make it wait), the replay otherwise.
-	// Each counts into its own tracker, merged at the end (natTracker.merge).
-	readerNAT := sim.nat.empty()
-	go func() {
-		defer close(full)
-		rb := newRequestBuilder()
-		prep := func(b *batch) {
-			sim.prepare(&b.preps[b.n], rb, &b.recs[b.n], &b.arena)
-		}
-		count := func(b *batch) {
-			if b.counted = len(full) == cap(full); b.counted {
-				for i := range b.n {
-					sim.countUser(&readerNAT, &b.preps[i])
-				}
-			}
-		}
-		err := readAll(ctx, readers, free, full, prep, count, func(le *accesslog.LineError) error {
-			badCount++
-			if len(bad) < cfg.BadSamples {
-				bad = append(bad, report.BadLine{File: le.File, Line: le.Line, Error: le.Err.Error(), Text: le.Text})
-			}
-			if cfg.MaxBad >= 0 && badCount > cfg.MaxBad {
-				return fmt.Errorf("%w: %d, more than --max-bad %d (first at %s:%d: %v)", ErrTooManyBad,
-					badCount, cfg.MaxBad, bad[0].File, bad[0].Line, bad[0].Error)
-			}
-			return nil
-		})
-		if err != nil {
-			select {
-			case full <- &batch{err: err}:
-			case <-ctx.Done():
-			}
-		}
-	}()
-	var runErr error
-	for b := range full {
-		if b.err != nil {
-			runErr = b.err
-			break
-		}
-		if runErr == nil && !b.counted {
-			for i := range b.n {
-				sim.countUser(&sim.nat, &b.preps[i])
-			}
-		}
-		if runErr == nil {
-			for i := 0; i < b.n; i++ {
-				if err := sim.replayPrepared(&b.recs[i], &b.preps[i]); err != nil {
-					runErr = err
-					cancel()
-					break
-				}
-			}
-		}
-		b.n = 0
-		select {
-		case free <- b:
-		default:
-		}
-	}
-	cancel()
-	for range full {
-		// Drain so the reader goroutine ends.
-	}
-	if runErr != nil {
-		return nil, runErr
-	}
-	sim.nat.merge(&readerNAT)
-	r, err := sim.Finish()
+	rep, err := sim.Finish()
 	if err != nil {
 		return nil, err
 	}
-	r.BadLines, r.BadLineSamples = badCount, bad
-	r.UnseenFields = unseenFields(readers)
+	rep.BadLines, rep.BadLineSamples = r.badCount, r.bad
+	rep.UnseenFields = unseenFields(readers)
 	for _, in := range inputs {
-		r.Logs = append(r.Logs, in.Name)
+		rep.Logs = append(rep.Logs, in.Name)
 	}
-	r.Finish()
-	return r, nil
+	rep.Finish()
+	return rep, nil
 }
 
-// readAll reads the logs (sourceOf) into batches, calling prepare on each record and send on
-// each batch before it is sent.
-func readAll(ctx context.Context, readers []*accesslog.Reader, free <-chan *batch, full chan<- *batch,
-	prepare, send func(*batch), onBad func(*accesslog.LineError) error) error {
-	var b *batch
-	get := func() bool {
+// chunkLines is the most lines a chunk carries: enough that handing chunks between goroutines
+// costs little per line, few enough that the chunks in flight stay a few megabytes.
+const chunkLines = 1024
+
+// chunk is a run of consecutive records on its way through Run's stages.
+type chunk struct {
+	seq   int64    // its place in the log, from 0
+	arena []byte   // the bytes lines and recs view
+	lines []string // the raw lines, for the parsing workers
+	nums  []int64  // their line numbers
+	// parsed says the reader parsed the records itself (several logs merged by time).
+	parsed bool
+	recs   []accesslog.Record
+	preps  []prepared
+	n      int                    // records in recs and preps
+	values []byte                 // the arena prepare's values view
+	bad    []*accesslog.LineError // its bad lines, in line order
+	err    error                  // a read error after its lines, which ends the run
+	// Set by the sequencer: the gateways its records were placed on, and the stranded tokens
+	// of each sampling tick (prepared.sample), by rule, which the shard workers add up.
+	gw       *gatewaySet
+	stranded []int64
+	left     atomic.Int32 // shard workers yet to run it
+}
+
+// reset readies c, handed back, for the records at seq.
+func (c *chunk) reset(seq int64) {
+	c.seq, c.arena, c.lines, c.nums, c.parsed, c.n = seq, c.arena[:0], c.lines[:0], c.nums[:0], false, 0
+	c.values, c.bad, c.err, c.gw, c.stranded = c.values[:0], c.bad[:0], nil, nil, c.stranded[:0]
+}
+
+// runner runs one Run's stages.
+type runner struct {
+	sim      *Simulator
+	cfg      RunConfig
+	readers  []*accesslog.Reader
+	workers  int
+	bad      []report.BadLine
+	badCount int64
+
+	cancel  context.CancelFunc
+	errOnce sync.Once
+	err     error
+	failed  atomic.Bool
+}
+
+// fail ends the run with err, the first error any stage met.
+func (r *runner) fail(err error) {
+	r.errOnce.Do(func() {
+		r.err = err
+		r.failed.Store(true)
+		r.cancel()
+	})
+}
+
+func (r *runner) run(ctx context.Context) error {
+	ctx, r.cancel = context.WithCancel(ctx)
+	defer r.cancel()
+	inFlight := 4*r.workers + 4
+	free := make(chan *chunk, inFlight)
+	for range inFlight {
+		free <- &chunk{recs: make([]accesslog.Record, chunkLines), preps: make([]prepared, chunkLines)}
+	}
+	toParse := make(chan *chunk, r.workers)
+	parsed := make(chan *chunk, inFlight)
+	toRun := make([]chan *chunk, r.workers)
+	for w := range toRun {
+		toRun[w] = make(chan *chunk, inFlight)
+	}
+	done := make(chan *chunk, inFlight)
+	var all sync.WaitGroup
+	// stage starts n goroutines running fn, and then after once they have all returned.
+	stage := func(n int, fn func(i int), then func()) {
+		var g sync.WaitGroup
+		g.Add(n)
+		all.Add(n + 1)
+		for i := range n {
+			go func() {
+				defer all.Done()
+				defer g.Done()
+				fn(i)
+			}()
+		}
+		go func() {
+			defer all.Done()
+			g.Wait()
+			then()
+		}()
+	}
+	stage(1, func(int) { r.read(ctx, free, toParse) }, func() { close(toParse) })
+	stage(r.workers, func(int) { r.parse(ctx, toParse, parsed) }, func() { close(parsed) })
+	stage(1, func(int) { r.sequence(ctx, parsed, toRun) }, func() {
+		for _, ch := range toRun {
+			close(ch)
+		}
+	})
+	stage(r.workers, func(w int) { r.runShards(newWorker(r.sim, w, r.workers), toRun[w], done) }, func() { close(done) })
+	r.merge(done, free)
+	all.Wait()
+	if r.err == nil {
+		// The caller's context ended the run.
+		if err := ctx.Err(); err != nil && !r.failed.Load() {
+			return err
+		}
+	}
+	return r.err
+}
+
+// read reads the logs into chunks, in order.
+func (r *runner) read(ctx context.Context, free <-chan *chunk, out chan<- *chunk) {
+	var c *chunk
+	var seq int64
+	next := func() bool {
 		select {
-		case b = <-free:
-			b.arena = b.arena[:0] // the replay is done with the batch's records
+		case c = <-free:
+			c.reset(seq)
+			seq++
 			return true
 		case <-ctx.Done():
 			return false
 		}
 	}
-	if !get() {
-		return nil
+	send := func() bool {
+		select {
+		case out <- c:
+			return true
+		case <-ctx.Done():
+			return false
+		}
 	}
-	src, err := sourceOf(readers, onBad)
-	if err != nil {
-		return err
+	if !next() {
+		return
+	}
+	var merged recordSource
+	if len(r.readers) > 1 {
+		src, err := sourceOf(r.readers, func(le *accesslog.LineError) error {
+			c.bad = append(c.bad, le)
+			return nil
+		})
+		if err != nil {
+			c.err = err
+			send()
+			return
+		}
+		merged = src
 	}
 	for {
-		if err := src.next(&b.recs[b.n], &b.arena); err != nil {
-			if err == io.EOF {
-				break
+		var err error
+		if merged != nil {
+			c.parsed = true
+			for c.n < chunkLines && err == nil {
+				if err = merged.next(&c.recs[c.n], &c.arena); err == nil {
+					c.n++
+				}
 			}
-			return err
+		} else {
+			rd := r.readers[0]
+			for len(c.lines) < chunkLines && err == nil {
+				var line string
+				var num int64
+				line, num, err = rd.ReadRaw(&c.arena)
+				var le *accesslog.LineError
+				switch {
+				case err == nil:
+					c.lines, c.nums = append(c.lines, line), append(c.nums, num)
+				case errors.As(err, &le):
+					c.bad, err = append(c.bad, le), nil
+				}
+			}
 		}
-		prepare(b)
-		b.n++
-		if b.n == len(b.recs) {
-			send(b)
-			select {
-			case full <- b:
-			case <-ctx.Done():
-				return nil
+		if err != nil && err != io.EOF {
+			c.err = err
+		}
+		if !send() || err != nil {
+			return
+		}
+		if !next() {
+			return
+		}
+	}
+}
+
+// parse parses chunks' lines and prepares their records.
+func (r *runner) parse(ctx context.Context, in <-chan *chunk, out chan<- *chunk) {
+	var parser *accesslog.Parser
+	if len(r.readers) == 1 {
+		parser = r.readers[0].NewParser()
+	}
+	rb := newRequestBuilder()
+	for c := range in {
+		if !c.parsed {
+			sorted := len(c.bad) == 0
+			for i, line := range c.lines {
+				err := parser.Parse(line, c.nums[i], &c.recs[c.n])
+				if err == nil {
+					c.n++
+					continue
+				}
+				var le *accesslog.LineError
+				if !errors.As(err, &le) {
+					le = &accesslog.LineError{File: c.recs[c.n].File, Line: c.nums[i], Err: err}
+				}
+				c.bad = append(c.bad, le)
 			}
-			if !get() {
-				return nil
+			if !sorted {
+				// Lines too long to read came first; put every bad line in line order.
+				sort.SliceStable(c.bad, func(i, j int) bool { return c.bad[i].Line < c.bad[j].Line })
+			}
+		}
+		for i := range c.n {
+			r.sim.prepare(&c.preps[i], rb, &c.recs[i], &c.values)
+		}
+		select {
+		case out <- c:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sequence takes the chunks in log order, counts their bad lines, places their records
+// (Simulator.sequence), and hands each to every shard worker.
+func (r *runner) sequence(ctx context.Context, in <-chan *chunk, out []chan *chunk) {
+	pending := map[int64]*chunk{}
+	var next int64
+	rules := len(r.sim.rules)
+	for {
+		var c *chunk
+		var ok bool
+		select {
+		case c, ok = <-in:
+		case <-ctx.Done():
+			return
+		}
+		if !ok {
+			return
+		}
+		pending[c.seq] = c
+		for c = pending[next]; c != nil; c = pending[next] {
+			delete(pending, next)
+			next++
+			for _, le := range c.bad {
+				if err := r.badLine(le); err != nil {
+					r.fail(err)
+					return
+				}
+			}
+			samples := 0
+			for i := range c.n {
+				p := &c.preps[i]
+				if err := r.sim.sequence(p, &c.recs[i]); err != nil {
+					r.fail(err)
+					return
+				}
+				p.sample = -1
+				if p.tick > 0 && p.tick%5 == 0 {
+					p.sample = samples
+					samples++
+				}
+			}
+			if c.err != nil {
+				// After its records, as the records before a read error are replayed.
+				r.fail(c.err)
+				return
+			}
+			c.stranded = append(c.stranded[:0], make([]int64, samples*rules)...)
+			c.gw = r.sim.gw
+			c.left.Store(int32(len(out)))
+			for _, ch := range out {
+				ch <- c // buffered for every chunk in flight
 			}
 		}
 	}
-	if b.n > 0 {
-		send(b)
-		select {
-		case full <- b:
-		case <-ctx.Done():
-		}
+}
+
+// badLine counts a bad line, and fails the run past RunConfig.MaxBad.
+func (r *runner) badLine(le *accesslog.LineError) error {
+	r.badCount++
+	if len(r.bad) < r.cfg.BadSamples {
+		r.bad = append(r.bad, report.BadLine{File: le.File, Line: le.Line, Error: le.Err.Error(), Text: le.Text})
+	}
+	if r.cfg.MaxBad >= 0 && r.badCount > r.cfg.MaxBad {
+		return fmt.Errorf("%w: %d, more than --max-bad %d (first at %s:%d: %v)", ErrTooManyBad,
+			r.badCount, r.cfg.MaxBad, r.bad[0].File, r.bad[0].Line, r.bad[0].Error)
 	}
 	return nil
+}
+
+// runShards runs worker wk's shards over every chunk, in log order.
+func (r *runner) runShards(wk *worker, in <-chan *chunk, done chan<- *chunk) {
+	rules := len(r.sim.rules)
+	for c := range in {
+		for i := 0; i < c.n && !r.failed.Load(); i++ {
+			p := &c.preps[i]
+			var stranded []int64
+			if p.sample >= 0 {
+				stranded = c.stranded[p.sample*rules : (p.sample+1)*rules]
+			}
+			if err := wk.record(p, c.gw, stranded); err != nil {
+				r.fail(err)
+			}
+		}
+		if c.left.Add(-1) == 0 {
+			done <- c // buffered for every chunk in flight
+		}
+	}
+}
+
+// merge counts the chunks' records in log order once the shard workers are done with them,
+// and hands the chunks back to the reader.
+func (r *runner) merge(in <-chan *chunk, free chan<- *chunk) {
+	pending := map[int64]*chunk{}
+	var next int64
+	rules := len(r.sim.rules)
+	for c := range in {
+		pending[c.seq] = c
+		for c = pending[next]; c != nil; c = pending[next] {
+			delete(pending, next)
+			next++
+			if !r.failed.Load() {
+				for i := range c.n {
+					r.sim.merge(&c.preps[i], &c.recs[i])
+				}
+				for at := 0; at < len(c.stranded); at += rules {
+					r.sim.sampled(c.stranded[at : at+rules])
+				}
+			}
+			free <- c
+		}
+	}
 }
 
 // sourceOf reads inputs: one log as it is, several merged by time (mergedSource).

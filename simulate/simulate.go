@@ -13,7 +13,6 @@
 package simulate
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/accesslog"
+	"github.com/rlctl/rlctl/simulate/report"
 )
 
 // Config configures a Simulator.
@@ -47,33 +47,16 @@ type Config struct {
 	Observer Observer
 }
 
-// Simulator replays records. It is not safe for concurrent use: feed it from one goroutine.
+// Simulator replays records. Replay and Finish are not safe for concurrent use: feed it from
+// one goroutine. Run replays a log on every core (run.go).
 type Simulator struct {
-	cfg      Config
-	domains  []*domainSim
-	rules    []*ruleSim
-	gateways []gateway
-	assign   *assigner
-	store    *engine.Memory // the virtual fleet's shared store
-	ideal    *engine.Memory // the ideal single-bucket engine
-	events   eventQueue
-	seq      uint64
-	nowUs    int64
-	started  bool
-	startMs  int64
-	bucketMs int64
-	nextTick int64 // ms of the next housekeeping tick
-	ticks    int64
-	// lastBucket is the bucket of the last record once Finish has begun, -1 before: the store
-	// replies Finish lands after it count in it, so that every series ends with the log.
-	lastBucket int
-	rb         *requestBuilder
-	prep       prepared // Replay's
-	arena      []byte   // Replay's, for prep's values
-	nat        natTracker
-	legit      map[string]bool
-	// slots are the store keys' slots; only prepare uses them, on the reading goroutine.
-	slots keySlots
+	cfg     Config
+	domains []*domainSim
+	rules   []*ruleSim
+	gw      *gatewaySet // the gateways so far
+	assign  *assigner
+	shards  [shardCount]*shard
+	legit   map[string]bool
 	// legitLens has bit n set when a legit value is n bytes long (n < 256); see legitLen.
 	legitLens [4]uint64
 
@@ -81,17 +64,31 @@ type Simulator struct {
 	// domainAt[i] to domainAt[i+1].
 	sources  []*policy.Source
 	domainAt []int
-	values   []string // the values of the domain being decided
-	oks      []bool
 	addrSrc  [2]*policy.Source // whole address and subnet, for the shared-NAT check
 
+	// The sequencer's state (sequence): the replay's clock, its housekeeping ticks and the
+	// width of its time buckets, which the shards follow.
+	started  bool
+	startMs  int64
+	nowMs    int64
+	nextTick int64 // ms of the next housekeeping tick
+	ticks    int64
+	bucketMs int64
+	// strandedMax is each rule's most stranded tokens at a sampling tick, over all shards.
+	strandedMax []int64
+
 	// requests counts the records replayed, matched those some rule matched, wouldDeny and
-	// denied those some rule would deny (any stage) and reject (given its stage).
-	requests, matched, wouldDeny, denied, reordered int64
-	firstReordered                                  string // FILE:LINE of the first reordered record
-	ctx                                             context.Context
-	// rec is the record being decided, for Config.Observer.
-	rec *accesslog.Record
+	// denied those some rule would deny (any stage) and reject (given its stage); withUser
+	// those with a user for the shared-NAT check.
+	requests, matched, wouldDeny, denied, reordered, withUser int64
+	firstReordered                                            string // FILE:LINE of the first reordered record
+
+	// Replay's own.
+	rb       *requestBuilder
+	prep     prepared
+	arena    []byte
+	all      *worker // runs every shard
+	stranded []int64
 }
 
 // New returns a Simulator for cfg.
@@ -112,21 +109,18 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.Assign.Kind == "" {
 		cfg.Assign.Kind = "round-robin"
 	}
+	if cfg.Latency.rng == nil {
+		cfg.Latency, _ = ParseLatency("0", 1)
+	}
 	s := &Simulator{
-		cfg:        cfg,
-		bucketMs:   1000,
-		lastBucket: -1,
-		rb:         newRequestBuilder(),
-		nat:        natTracker{cap: max(cfg.NATUsers, 100), addrs: map[string]userSet{}},
-		legit:      map[string]bool{},
-		slots:      newKeySlots(),
-		ctx:        context.Background(),
+		cfg:      cfg,
+		bucketMs: 1000,
+		rb:       newRequestBuilder(),
+		legit:    map[string]bool{},
+		gw:       &gatewaySet{},
 		addrSrc: [2]*policy.Source{{Key: "addr", Kind: policy.SourceRemoteAddress, Mask: policy.MaskNone},
 			{Key: "subnet", Kind: policy.SourceRemoteAddress, Mask: policy.MaskSubnet}},
 	}
-	clock := engine.ClockFunc(func() int64 { return s.nowUs / 1000 })
-	// Everything runs on the replay goroutine: requests, the events the dispatcher queues, Sweep.
-	s.store, s.ideal = engine.NewSingleGoroutineMemory(clock), engine.NewSingleGoroutineMemory(clock)
 	keys := map[string]bool{}
 	for _, d := range cfg.Model.Domains {
 		for _, src := range d.Sources {
@@ -149,11 +143,19 @@ func New(cfg Config) (*Simulator, error) {
 		}
 		s.domains = append(s.domains, ds)
 		for _, r := range d.Rules {
-			s.rules = append(s.rules, ds.rules[r])
+			rs := ds.rules[r]
+			rs.index = len(s.rules)
+			s.rules = append(s.rules, rs)
 			for _, v := range r.Legit {
 				s.legit[v] = true
 			}
 		}
+	}
+	if cfg.Domain != "" && len(s.domains) == 0 {
+		return nil, fmt.Errorf("no domain %q in the policies", cfg.Domain)
+	}
+	if err := s.checkLeases(); err != nil {
+		return nil, err
 	}
 	for v := range s.legit {
 		if n := len(v); n < len(s.legitLens)*64 {
@@ -166,203 +168,228 @@ func New(cfg Config) (*Simulator, error) {
 		s.sources = append(s.sources, ds.d.Sources...)
 	}
 	s.domainAt = append(s.domainAt, len(s.sources))
-	if cfg.Domain != "" && len(s.domains) == 0 {
-		return nil, fmt.Errorf("no domain %q in the policies", cfg.Domain)
-	}
 	s.assign = &assigner{a: cfg.Assign, n: cfg.Gateways, byName: map[string]int{}}
 	if cfg.Assign.Kind != "field" {
 		for i := 0; i < cfg.Gateways; i++ {
-			if _, err := s.addGatewayErr(gatewayName(i)); err != nil {
-				return nil, err
-			}
+			s.addGateway(gatewayName(i))
 		}
 	}
+	for i := range s.shards {
+		s.shards[i] = newShard(s, i)
+	}
+	s.strandedMax = make([]int64, len(s.rules))
+	s.stranded = make([]int64, len(s.rules))
+	s.all = newWorker(s, 0, 1)
 	return s, nil
 }
 
-func (s *Simulator) addGateway(name string) int {
-	i, err := s.addGatewayErr(name)
-	if err != nil {
-		// The lease configuration was accepted for the first gateway; later ones cannot fail.
-		return 0
-	}
-	return i
-}
-
-// addGatewayErr adds a virtual gateway with a lease manager per rule.
-func (s *Simulator) addGatewayErr(name string) (int, error) {
-	i := len(s.gateways)
-	s.gateways = append(s.gateways, gateway{name: name})
-	clock := engine.ClockFunc(func() int64 { return s.nowUs / 1000 })
-	dispatch := engine.DispatchFunc(func(fn func(context.Context)) {
-		s.seq++
-		s.events.push(event{atUs: s.nowUs + s.cfg.Latency.draw(), seq: s.seq, fn: fn})
-	})
+// checkLeases makes a lease manager of each rule's lease settings, so that a setting the
+// engine refuses fails New rather than the replay (shard.manager).
+func (s *Simulator) checkLeases() error {
+	clock := engine.ClockFunc(func() int64 { return 0 })
 	for _, rs := range s.rules {
 		lc := rs.plan.Lease
-		lc.Store, lc.Clock, lc.Dispatcher = meteredStore{s: s, inner: s.store, rs: rs}, clock, dispatch
-		lc.SingleGoroutine = true
-		mgr, err := engine.NewLeaseManager(lc)
-		if err != nil {
-			return 0, fmt.Errorf("rule %s/%s: %w", rs.plan.Domain, rs.rule.Name, err)
+		lc.Store, lc.Clock, lc.SingleGoroutine = engine.NewSingleGoroutineMemory(clock), clock, true
+		if _, err := engine.NewLeaseManager(lc); err != nil {
+			return fmt.Errorf("rule %s/%s: %w", rs.plan.Domain, rs.rule.Name, err)
 		}
-		rs.gateway = append(rs.gateway, &gatewayRule{mgr: mgr})
 	}
-	return i, nil
+	return nil
 }
 
-// bucket is the series index of the current virtual time.
-func (s *Simulator) bucket() int {
-	b := int((s.nowUs/1000 - s.startMs) / s.bucketMs)
-	if s.lastBucket >= 0 {
-		return min(b, s.lastBucket)
-	}
-	return b
+// addGateway adds a virtual gateway and returns its index.
+func (s *Simulator) addGateway(name string) int {
+	s.gw = s.gw.with(name, s.rules)
+	return len(s.gw.names) - 1
 }
 
-// advance moves virtual time to ms, landing store replies and running housekeeping on the way.
-func (s *Simulator) advance(ms int64) error {
-	target := ms * 1000
-	for len(s.events) > 0 && s.events[0].atUs <= target {
-		e := s.events.pop()
-		s.nowUs = max(s.nowUs, e.atUs)
-		e.fn(s.ctx)
+// bucket is the series index of the sequencer's time.
+func (s *Simulator) bucket() int { return int((s.nowMs - s.startMs) / s.bucketMs) }
+
+// sequence places record rec, prepared as p, in the replay: the time it is replayed at (a
+// record logged before an earlier one is replayed at the later time), the housekeeping tick
+// before it, if one is due, and its gateway. It runs on one goroutine, record by record in
+// log order; the shards then decide the record's hits on any goroutines.
+func (s *Simulator) sequence(p *prepared, rec *accesslog.Record) error {
+	t := p.timeMs
+	if !s.started {
+		s.started, s.startMs, s.nowMs, s.nextTick = true, t, t, t
 	}
-	s.nowUs = max(s.nowUs, target)
-	for s.nowUs/1000 >= s.nextTick {
-		if err := s.tick(); err != nil {
-			return err
+	if t < s.nowMs {
+		if s.reordered == 0 {
+			s.firstReordered = fmt.Sprintf("%s:%d", rec.File, rec.Line)
 		}
+		s.reordered++
+		t = s.nowMs
+	}
+	s.nowMs, p.t, p.tick = t, t, 0
+	if t >= s.nextTick {
+		// One tick however long the gap since the last record: a tick sweeps what is due.
+		s.nextTick = t - t%1000 + 1000
+		s.ticks++
+		p.tick = s.ticks
 	}
 	for s.bucket() >= maxPoints {
 		s.bucketMs *= 2
-		for _, rs := range s.rules {
-			rs.stats.halve()
-		}
 	}
+	s.requests++
+	p.n = s.requests
+	g := s.assign.pick(s, rec)
+	if g < 0 {
+		return fmt.Errorf("--assign %s: more than %d distinct values, the next at %s:%d; a field that names gateways has a few",
+			s.cfg.Assign, MaxGateways, rec.File, rec.Line)
+	}
+	p.g = g
 	return nil
 }
 
-// tick runs once a virtual second. Each rule's lease managers are swept every lease TTL (at
-// most every second), stranded tokens are sampled every 5 seconds, and store state past its TTL
-// is expired every minute: each of these walks every live key, so they run no more often than
-// the behaviour they model needs.
-func (s *Simulator) tick() error {
-	now := s.nowUs / 1000
-	s.nextTick = now - now%1000 + 1000
-	s.ticks++
-	sample := s.ticks%5 == 0
-	for _, rs := range s.rules {
-		every := max(1, rs.rule.Lease.TTLMs/1000)
-		if s.ticks%every == 0 {
-			for _, g := range rs.gateway {
-				if err := g.mgr.Sweep(s.ctx); err != nil {
-					return fmt.Errorf("sweep: %w", err)
-				}
-			}
+// merge counts record p once the shards have decided its hits, and tells the observer of its
+// denials, in log order.
+func (s *Simulator) merge(p *prepared, rec *accesslog.Record) {
+	var would, denied bool
+	o := s.cfg.Observer
+	for i := range p.hits {
+		h := &p.hits[i]
+		if !h.would {
+			continue
 		}
-		if sample {
-			var stranded int64
-			for _, g := range rs.gateway {
-				stranded += g.mgr.Stranded()
-			}
-			rs.stats.out.StrandedMax = max(rs.stats.out.StrandedMax, stranded)
+		would, denied = true, denied || h.denied
+		if o != nil {
+			o.Deny(Denial{File: rec.File, Line: rec.Line, Domain: h.rs.plan.Domain, Rule: h.rs.rule, Denied: h.denied,
+				Identity: h.ks.display, Addr: h.ks.addr, Legit: h.legit})
 		}
 	}
-	if s.ticks%60 == 0 {
-		s.store.Expire(now)
-		s.ideal.Expire(now)
-		for _, rs := range s.rules {
-			rs.stats.prune(now - 2*engine.TTL(rs.plan.Limits))
-		}
+	if p.matched {
+		s.matched++
 	}
-	return nil
+	if would {
+		s.wouldDeny++
+	}
+	if denied {
+		s.denied++
+	}
+	if p.hasUser {
+		s.withUser++
+	}
+}
+
+// sampled folds the stranded tokens a sampling tick found in all shards into strandedMax, and
+// zeroes n.
+func (s *Simulator) sampled(n []int64) {
+	for i, v := range n {
+		s.strandedMax[i] = max(s.strandedMax[i], v)
+		n[i] = 0
+	}
 }
 
 // Replay runs one record through the virtual fleet and the ideal engine.
 func (s *Simulator) Replay(rec *accesslog.Record) error {
 	s.arena = s.arena[:0]
-	s.prepare(&s.prep, s.rb, rec, &s.arena)
-	s.countUser(&s.nat, &s.prep)
-	return s.replayPrepared(rec, &s.prep)
-}
-
-// countUser records the user of a prepared record behind its address and subnet in nat, for
-// the shared-NAT check. Which users were seen behind an address does not depend on the replay,
-// and only the report reads it, so Run counts on whichever goroutine has time (Run).
-func (s *Simulator) countUser(nat *natTracker, p *prepared) {
-	user := p.user
-	if user == "" && p.fp != "" {
-		nat.user = append(append(nat.user[:0], "fp:"...), p.fp...)
-		user = unsafe.String(unsafe.SliceData(nat.user), len(nat.user)) // only its hash is kept
+	p := &s.prep
+	s.prepare(p, s.rb, rec, &s.arena)
+	if err := s.sequence(p, rec); err != nil {
+		return err
 	}
-	if user == "" {
-		return
+	var stranded []int64
+	if p.tick%5 == 0 && p.tick > 0 {
+		stranded = s.stranded
 	}
-	nat.withUser++
-	h := userHash(user)
-	for i := range s.addrSrc {
-		if p.oks[i] {
-			nat.seeHash(p.values[i], h)
-		}
+	if err := s.all.record(p, s.gw, stranded); err != nil {
+		return err
 	}
+	if stranded != nil {
+		s.sampled(stranded)
+	}
+	s.merge(p, rec)
+	return nil
 }
 
 // prepared is what the simulator needs of a record: its descriptor source values, the rules
 // they select with their store keys, and the user and addresses the shared-NAT check counts.
-// It is a pure function of the record, so Run works it out on the reading goroutine, beside
-// the replay, which is left with the decisions themselves.
+// prepare works these out from the record alone, so Run prepares records on every core; the
+// sequencer then fills in where the record goes (sequence), and the shards decide its hits.
 type prepared struct {
-	// The replay, on another core, reads the fields up to oks, kept together, and the record
-	// only when the gateway assignment needs one of its fields.
 	timeMs int64 // the record's time
 	// matched says whether any rule was selected; hits are the selections to decide, in
 	// domain and shape order.
 	matched bool
 	hits    []hit
-	key     []byte // scratch for building store keys
+	keys    []byte // the hits' store keys, one after another
 	// values and oks are the values of s.sources: the shared-NAT address forms (addrSrc),
 	// then each domain's sources (Simulator.valuesAt).
 	values []string
 	oks    []bool
-	// user is the JWT subject ("sub:" and it), else fp the TLS fingerprint (the user is then
-	// "fp:" and it); "" when none.
-	user, fp string
+	// hasUser says the record has a user for the shared-NAT check, userHash its hash (the
+	// JWT subject, "sub:" and it, else "fp:" and the TLS fingerprint); nat are the addrHashes
+	// of its address and subnet where natOK.
+	hasUser  bool
+	userHash uint64
+	nat      [2]uint64
+	natOK    [2]bool
 	entries  []policy.Entry // scratch
+	user     []byte         // scratch
+
+	// Set by sequence: the record's number (from 1), the time it is replayed at, the
+	// housekeeping tick before it (0 for none) and its gateway.
+	n    int64
+	t    int64
+	tick int64
+	g    int
+	// sample is the index of the tick's stranded-token sample within Run's chunk, -1 for
+	// none (runner.sequence).
+	sample int
 }
 
 // hit is one rule a record selects with a descriptor of the rule's own shape.
 type hit struct {
-	domain int
-	rs     *ruleSim
-	shape  []int
-	slot   *keySlot // of the store key
+	domain        int
+	rs            *ruleSim
+	shape         []int
+	keyAt, keyEnd int    // the store key, in prepared.keys
+	hash          uint64 // its keyHash
+	shard         int    // shardOf(hash)
+	// The outcome, set by shard.decide: the rule would deny the request, rejects it given its
+	// stage on the gateway, a value of the request is marked legitimate; and the key's state.
+	would, denied, legit bool
+	ks                   *keyState
 }
 
 // prepare fills p for rec, building the request with rb. The values it builds view *arena
-// (policy.Request.AppendValuesIn) as rec's strings may. Besides what New set up it uses only
-// s.slots, so it may run on another goroutine than the replay, one goroutine at a time.
+// (policy.Request.AppendValuesIn) as rec's strings may. It reads only what New set up, so
+// several goroutines may prepare records at once, each with its own rb.
 func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Record, arena *[]byte) {
 	req, tok := rb.build(rec)
 	p.timeMs = rec.TimeMs
-	p.user, p.fp = "", ""
+	p.hasUser, p.natOK = false, [2]bool{}
+	var user string
 	if tok != nil {
-		p.user = tok.user
-	}
-	if p.user == "" {
-		if fp, _ := lastHeader(req.HeaderList, "x-ja4"); fp != "" {
-			p.fp = fp
-		} else if fp, _ := lastHeader(req.HeaderList, "x-ja3"); fp != "" {
-			p.fp = fp
-		}
+		user = tok.user
 	}
 	p.values, p.oks = req.AppendValuesIn(p.values[:0], p.oks[:0], s.sources, arena)
+	if user == "" {
+		fp, _ := lastHeader(req.HeaderList, "x-ja4")
+		if fp == "" {
+			fp, _ = lastHeader(req.HeaderList, "x-ja3")
+		}
+		if fp != "" {
+			p.user = append(append(p.user[:0], "fp:"...), fp...)
+			user = unsafe.String(unsafe.SliceData(p.user), len(p.user)) // only its hash is kept
+		}
+	}
+	if user != "" {
+		p.hasUser, p.userHash = true, userHash(user)
+		for i := range s.addrSrc {
+			if p.oks[i] {
+				p.natOK[i], p.nat[i] = true, addrHash(p.values[i])
+			}
+		}
+	}
 	s.selectRules(p)
 }
 
 // selectRules finds the rules p's values select, with their store keys (prepared.hits).
 func (s *Simulator) selectRules(p *prepared) {
-	p.matched, p.hits = false, p.hits[:0]
+	p.matched, p.hits, p.keys = false, p.hits[:0], p.keys[:0]
 	for di, ds := range s.domains {
 		values, oks := s.valuesAt(p, di)
 		for _, shape := range ds.shapes {
@@ -390,8 +417,10 @@ func (s *Simulator) selectRules(p *prepared) {
 			if len(shape) != rs.descriptorLen() {
 				continue // the rule's own shape decides it; a shorter or longer one must not count twice
 			}
-			p.key = rs.plan.AppendKey(p.key[:0], p.entries)
-			p.hits = append(p.hits, hit{domain: di, rs: rs, shape: shape, slot: s.slots.get(p.key, p.timeMs)})
+			at := len(p.keys)
+			p.keys = rs.plan.AppendKey(p.keys, p.entries)
+			h := keyHash(p.keys[at:])
+			p.hits = append(p.hits, hit{domain: di, rs: rs, shape: shape, keyAt: at, keyEnd: len(p.keys), hash: h, shard: shardOf(h)})
 		}
 	}
 }
@@ -402,47 +431,78 @@ func (s *Simulator) valuesAt(p *prepared, di int) ([]string, []bool) {
 	return p.values[from:to], p.oks[from:to]
 }
 
-// replayPrepared runs rec, prepared as p, through the virtual fleet and the ideal engine.
-func (s *Simulator) replayPrepared(rec *accesslog.Record, p *prepared) error {
-	t := p.timeMs
-	if !s.started {
-		s.started, s.startMs, s.nowUs, s.nextTick = true, t, t*1000, t
+// isLegit reports whether any of a request's descriptor values is marked legitimate.
+func (s *Simulator) isLegit(values []string, oks []bool) bool {
+	if len(s.legit) == 0 {
+		return false
 	}
-	if t < s.nowUs/1000 {
-		if s.reordered == 0 {
-			s.firstReordered = fmt.Sprintf("%s:%d", rec.File, rec.Line)
+	for i, v := range values {
+		if oks[i] && s.legitLen(len(v)) && s.legit[v] {
+			return true
 		}
-		s.reordered++
-		t = s.nowUs / 1000
 	}
-	if err := s.advance(t); err != nil {
-		return err
-	}
-	s.requests++
-	g := s.assign.pick(s, rec)
-	if g < 0 {
-		return fmt.Errorf("--assign %s: more than %d distinct values, the next at %s:%d; a field that names gateways has a few",
-			s.cfg.Assign, MaxGateways, rec.File, rec.Line)
-	}
-	var would, denied bool
-	s.rec = rec
-	for i := range p.hits {
-		h := &p.hits[i]
-		s.values, s.oks = s.valuesAt(p, h.domain)
-		w, d, err := s.decide(s.domains[h.domain], h.rs, h.shape, h.slot, g)
-		if err != nil {
-			return err
-		}
-		would, denied = would || w, denied || d
-	}
-	if p.matched {
-		s.matched++
-	}
-	if would {
-		s.wouldDeny++
-	}
-	if denied {
-		s.denied++
-	}
-	return nil
+	return false
 }
+
+// legitLen reports whether a legitimate value may have length n: most denied requests' values
+// have none of the few lengths, and the test spares them the map lookups.
+func (s *Simulator) legitLen(n int) bool {
+	return n >= len(s.legitLens)*64 || s.legitLens[n/64]&(1<<(n%64)) != 0
+}
+
+// users is the number of distinct users seen behind addr, and whether the count was capped.
+func (s *Simulator) users(addr string) (int, bool) {
+	h := addrHash(addr)
+	return s.shards[shardOf(h)].nat.count(h)
+}
+
+// Finish lands the remaining store replies, returns leased tokens and builds the report.
+func (s *Simulator) Finish() (*report.Report, error) {
+	buckets, last := 0, -1
+	if s.started {
+		buckets = s.bucket() + 1
+		last = buckets - 1
+	}
+	for _, sh := range s.shards {
+		sh.finish(s.requests, s.nowMs, s.bucketMs, last)
+	}
+	r := &report.Report{
+		Requests: s.requests,
+		StartMs:  s.startMs,
+		EndMs:    s.nowMs,
+		Settings: report.Settings{Gateways: len(s.gw.names), Assignment: s.cfg.Assign.String(),
+			StoreLatency: s.cfg.Latency.String(), NATUsers: s.cfg.NATUsers, BucketMs: s.bucketMs},
+	}
+	r.Totals.Matched, r.Totals.RequestsWouldDeny, r.Totals.RequestsDenied = s.matched, s.wouldDeny, s.denied
+	r.Reordered, r.FirstReordered, r.AssignMissing = s.reordered, s.firstReordered, s.assign.missing
+	r.Totals.RequestsWithUser = s.withUser
+	denied := make([][]*keyState, len(s.rules))
+	for _, sh := range s.shards {
+		for _, first := range sh.keys.m {
+			for ks := first; ks != nil; ks = ks.next {
+				if ks.denials > 0 {
+					denied[ks.rule] = append(denied[ks.rule], ks)
+				}
+			}
+		}
+		r.DeniedKeysDropped += sh.droppedDenied
+		r.NATUntracked += sh.nat.untracked
+	}
+	for i, rs := range s.rules {
+		st := &ruleStats{out: rs.report()}
+		for _, sh := range s.shards {
+			st.merge(&sh.rules[i].stats)
+		}
+		st.out.StrandedMax = max(s.strandedMax[i], st.out.StrandedEnd)
+		r.Rules = append(r.Rules, st.finish(denied[i], s.cfg.TopN, s.cfg.NATUsers, s.users, s.startMs, s.bucketMs, buckets))
+	}
+	r.Finish()
+	if o := s.cfg.Observer; o != nil {
+		o.Finish(s.users)
+	}
+	return r, nil
+}
+
+// Reordered is the number of records whose time was before an earlier record's; they were
+// replayed at the later time.
+func (s *Simulator) Reordered() int64 { return s.reordered }

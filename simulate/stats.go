@@ -2,26 +2,20 @@ package simulate
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/rlctl/rlctl/engine"
-	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/report"
 )
 
 // maxPoints bounds a time series; past it, buckets double in width.
 const maxPoints = 240
 
-// ruleStats accumulates one rule's results.
+// ruleStats accumulates one rule's results within one shard (shard); Simulator.Finish adds
+// the shards' together.
 type ruleStats struct {
-	out report.Rule
-	// keys holds the rule's keys by store key. The replay looks a key up here only when its
-	// slot (keySlot) does not hold it yet.
-	keys map[string]*keyState
-	// natDenials counts non-legit would-deny decisions per address or subnet value.
-	natDenials map[string]int64
-	series     [4][]int64 // requests, would deny, ideal deny, lease
+	out    report.Rule // the counts, StoreCalls and LeaseMax
+	series [4][]int64  // requests, would deny, ideal deny, lease
 }
 
 const (
@@ -34,7 +28,6 @@ const (
 // keyState is one rate-limit key of a rule: its store key and what it saw. What every decision
 // reads comes first, so that it shares the first cache lines.
 type keyState struct {
-	pruned   bool // dropped from ruleStats.keys; slots holding it look the key up again
 	requests int64
 	lastMs   int64
 	denials  int64
@@ -44,17 +37,19 @@ type keyState struct {
 	ideal  engine.MemoryHandle
 	inline [4]engine.LeaseHandle
 
-	key string // the store key
+	next *keyState // another key with the same hash (keyTable)
+	rule int       // its rule's index in Simulator.rules
+	key  string    // the store key
 	// display ("k=v, k=v") and addr, the address or subnet in the descriptor for the
-	// shared-NAT check, are set on the key's first denial (Simulator.describe).
+	// shared-NAT check, are set on the key's first denial (shard.describe).
 	display string
 	addr    string
-	legit   int64
+	legit   int64 // denials of requests marked legitimate
 }
 
 // newKeyState returns the state of store key key, with room for the leases of n gateways.
-func newKeyState(key string, n int) *keyState {
-	ks := &keyState{key: key}
+func newKeyState(key string, rule, n int) *keyState {
+	ks := &keyState{key: key, rule: rule}
 	if n <= len(ks.inline) {
 		ks.leases = ks.inline[:n]
 	} else {
@@ -63,14 +58,66 @@ func newKeyState(key string, n int) *keyState {
 	return ks
 }
 
-func newRuleStats(domain string, r *policy.Rule) *ruleStats {
-	return &ruleStats{
-		out: report.Rule{Domain: domain, Rule: r.Name, Stage: string(r.Stage.Name), Pos: r.Pos.String(),
-			Limit: limitString(r)},
-		keys:       map[string]*keyState{},
-		natDenials: map[string]int64{},
+// keyTable holds a shard's keys by the hash of their store key, which prepare computes on
+// the parsing goroutines, so that the replay never hashes a long key. Keys whose hashes are
+// equal are chained.
+type keyTable struct {
+	m map[uint64]*keyState
+	// denied counts the keys with denials, which pruning keeps (they are in the report).
+	denied int
+}
+
+func newKeyTable() keyTable { return keyTable{m: map[uint64]*keyState{}} }
+
+// get returns the state of the key with hash h and bytes key, or nil.
+func (t *keyTable) get(h uint64, key []byte) *keyState {
+	for ks := t.m[h]; ks != nil; ks = ks.next {
+		if ks.key == string(key) {
+			return ks
+		}
+	}
+	return nil
+}
+
+// add adds ks, whose key hashes to h and is not in the table.
+func (t *keyTable) add(h uint64, ks *keyState) {
+	ks.next = t.m[h]
+	t.m[h] = ks
+}
+
+// prune forgets the keys that drop says to, so that memory follows the live keys rather than
+// every key ever seen.
+func (t *keyTable) prune(drop func(*keyState) bool) {
+	for h, first := range t.m {
+		var kept, last *keyState
+		for ks := first; ks != nil; {
+			next := ks.next
+			if drop(ks) {
+				if ks.denials > 0 {
+					t.denied--
+				}
+				ks.next = nil
+			} else {
+				if last == nil {
+					kept = ks
+				} else {
+					last.next = ks
+				}
+				last, ks.next = ks, nil
+			}
+			ks = next
+		}
+		switch {
+		case kept == nil:
+			delete(t.m, h)
+		case kept != first:
+			t.m[h] = kept
+		}
 	}
 }
+
+// keyHash is the hash keyTable and the shard assignment use (shardOf).
+func keyHash(key []byte) uint64 { return xxhash.Sum64(key) }
 
 func (s *ruleStats) add(series, bucket int, n int64) {
 	for len(s.series[series]) <= bucket {
@@ -100,28 +147,36 @@ func (s *ruleStats) halve() {
 	}
 }
 
-// prune forgets keys idle since before cutoff that were never denied, so memory follows the
-// live keys rather than every key ever seen.
-func (s *ruleStats) prune(cutoff int64) {
-	for key, ks := range s.keys {
-		if ks.denials == 0 && ks.lastMs < cutoff {
-			ks.pruned = true
-			delete(s.keys, key)
+// merge adds o, of another shard with the same bucket width, to s.
+func (s *ruleStats) merge(o *ruleStats) {
+	a, b := &s.out, &o.out
+	a.Requests += b.Requests
+	a.WouldDeny += b.WouldDeny
+	a.Denied += b.Denied
+	a.IdealDeny += b.IdealDeny
+	a.OverAdmission += b.OverAdmission
+	a.UnderAdmission += b.UnderAdmission
+	a.LegitDenials += b.LegitDenials
+	a.StoreCalls += b.StoreCalls
+	a.LeaseMax = max(a.LeaseMax, b.LeaseMax)
+	a.StrandedEnd += b.StrandedEnd
+	for i := range s.series {
+		for j, v := range o.series[i] {
+			if i == serLease {
+				s.maxAt(i, j, v)
+			} else {
+				s.add(i, j, v)
+			}
 		}
 	}
 }
 
-// finish fills the report rule: top denied identities and the NAT collateral.
-func (s *ruleStats) finish(topN, natUsers int, users func(string) (int, bool), startMs, bucketMs int64, buckets int) *report.Rule {
+// finish fills the report rule from the shards' stats added into s and the rule's denied
+// keys: the top denied identities and the NAT collateral.
+func (s *ruleStats) finish(denied []*keyState, topN, natUsers int, users func(string) (int, bool), startMs, bucketMs int64, buckets int) *report.Rule {
 	for i := range s.series {
 		if buckets > 0 {
 			s.add(i, buckets-1, 0) // every series spans the whole replay
-		}
-	}
-	var denied []*keyState
-	for _, ks := range s.keys {
-		if ks.denials > 0 {
-			denied = append(denied, ks)
 		}
 	}
 	sort.Slice(denied, func(i, j int) bool {
@@ -137,9 +192,14 @@ func (s *ruleStats) finish(topN, natUsers int, users func(string) (int, bool), s
 		}
 		s.out.TopDenied = append(s.out.TopDenied, id)
 	}
-	for addr, n := range s.natDenials {
-		if u, _ := users(addr); u >= natUsers {
-			s.out.NATCollateral += n
+	// Non-legit denials of a key with an address or subnet are collateral when enough users
+	// were seen behind it.
+	for _, ks := range denied {
+		if ks.addr == "" {
+			continue
+		}
+		if u, _ := users(ks.addr); u >= natUsers {
+			s.out.NATCollateral += ks.denials - ks.legit
 		}
 	}
 	s.out.FalsePositives = s.out.LegitDenials + s.out.NATCollateral
@@ -159,8 +219,9 @@ func nonNil(s []int64) []int64 {
 // userSet counts distinct users behind an address, up to a cap. Most addresses only ever show
 // one user, who is kept without a map. It is kept in natTracker.addrs by value, so that a
 // lookup does not go on to another cache line. Users are kept as 64-bit hashes of their names
-// (userHash): the tracker holds an entry for every address a log shows, and two users of one
-// address colliding (about one chance in 10^15 for a hundred users) would only undercount it.
+// (userHash), and addresses by theirs (addrHash): the tracker holds an entry for every address
+// a log shows, and two users of one address colliding (about one chance in 10^15 for a
+// hundred users), or two of a million addresses (one in 10^7), would only miscount them.
 type userSet struct {
 	first uint64              // the first user seen
 	users map[uint64]struct{} // every user, once a second one is seen
@@ -170,22 +231,33 @@ type userSet struct {
 // userHash identifies a user in a userSet.
 func userHash(user string) uint64 { return xxhash.Sum64String(user) }
 
-// natTracker records which users were seen behind each address and subnet.
+// addrHash identifies an address or subnet in a natTracker.
+func addrHash(addr string) uint64 { return xxhash.Sum64String(addr) }
+
+// natTracker records which users were seen behind each address and subnet of one shard.
 type natTracker struct {
-	cap   int
-	addrs map[string]userSet
-	user  []byte // scratch for a user's name (Simulator.countUser)
-	// withUser counts the requests that carried a user; without any, the shared-NAT check
-	// has nothing to count.
-	withUser int64
+	cap   int // users counted per address
+	limit int // addresses tracked; users behind further ones are not counted
+	addrs map[uint64]userSet
+	// untracked counts the sightings of a user behind an address that was not tracked
+	// because limit addresses were.
+	untracked int64
 }
 
-// seeHash records user (a userHash) behind addr.
-func (n *natTracker) seeHash(addr string, user uint64) {
+func newNATTracker(cap, limit int) natTracker {
+	return natTracker{cap: cap, limit: limit, addrs: map[uint64]userSet{}}
+}
+
+// seeHash records user (a userHash) behind the address whose addrHash is addr.
+func (n *natTracker) seeHash(addr, user uint64) {
 	u, ok := n.addrs[addr]
 	switch {
 	case !ok:
-		n.addrs[strings.Clone(addr)] = userSet{first: user, full: n.cap <= 1}
+		if len(n.addrs) >= n.limit {
+			n.untracked++
+			return
+		}
+		n.addrs[addr] = userSet{first: user, full: n.cap <= 1}
 		return
 	case u.full || user == u.first:
 		return
@@ -202,35 +274,13 @@ func (n *natTracker) seeHash(addr string, user uint64) {
 		u.full, changed = true, true
 	}
 	if changed {
-		// Assigning replaces the map's key with addr, which may view a buffer the caller
-		// reuses: store a copy. This happens at most twice per address.
-		n.addrs[strings.Clone(addr)] = u
+		n.addrs[addr] = u
 	}
 }
 
-// empty returns a tracker like n with nothing seen.
-func (n *natTracker) empty() natTracker {
-	return natTracker{cap: n.cap, addrs: map[string]userSet{}}
-}
-
-// merge adds what o saw to n. The counts are then those of one tracker that saw everything
-// both saw, in any order: a count is the number of distinct users seen, up to the cap.
-func (n *natTracker) merge(o *natTracker) {
-	n.withUser += o.withUser
-	for addr, u := range o.addrs {
-		if u.users == nil {
-			n.seeHash(addr, u.first)
-			continue
-		}
-		for user := range u.users {
-			n.seeHash(addr, user)
-		}
-	}
-}
-
-// count is the number of distinct users seen behind addr, counted up to the tracker's cap, and
-// whether it reached the cap (there may be more).
-func (n *natTracker) count(addr string) (int, bool) {
+// count is the number of distinct users seen behind the address whose addrHash is addr,
+// counted up to the tracker's cap, and whether it reached the cap (there may be more).
+func (n *natTracker) count(addr uint64) (int, bool) {
 	switch u, ok := n.addrs[addr]; {
 	case !ok:
 		return 0, false

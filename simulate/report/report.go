@@ -18,6 +18,8 @@
 //	  "first_reordered": "a.log:17",     // the first of them, when there are any
 //	  "assign_missing": 0,               // records without the field of --assign hash: or field:
 //	  "unseen_fields": ["x-tenant-id=tenantt"], // --field mappings whose key no record had
+//	  "denied_keys_dropped": 0,          // denied keys forgotten to bound memory (omitted when 0)
+//	  "nat_untracked": 0,                // user sightings behind untracked addresses (omitted when 0)
 //	  "start_ms": 1714564800000, "end_ms": 1714565400000,
 //	  "settings": {"gateways":4, "assignment":"round-robin", "store_latency":"1ms",
 //	               "nat_users":20, "bucket_ms":5000},
@@ -94,7 +96,13 @@ type Report struct {
 	AssignMissing int64 `json:"assign_missing"`
 	// UnseenFields are the --field mappings (NAME=KEY) whose KEY no record of any log had: a
 	// misspelt key leaves its field empty in every record.
-	UnseenFields []string    `json:"unseen_fields"`
+	UnseenFields []string `json:"unseen_fields"`
+	// DeniedKeysDropped counts denied keys whose statistics the replay forgot, the fewest
+	// denied first, to keep its memory bounded: top_denied and nat_collateral leave them out.
+	DeniedKeysDropped int64 `json:"denied_keys_dropped,omitempty"`
+	// NATUntracked counts sightings of users behind addresses the shared-NAT check did not
+	// track, once it tracked as many addresses as it holds: nat_collateral may be low.
+	NATUntracked int64       `json:"nat_untracked,omitempty"`
 	StartMs      int64       `json:"start_ms"`
 	EndMs        int64       `json:"end_ms"`
 	Settings     Settings    `json:"settings"`
@@ -294,6 +302,12 @@ func Warnings(r *Report) []string {
 	for _, spec := range r.UnseenFields {
 		_, key, _ := strings.Cut(spec, "=")
 		ws = append(ws, fmt.Sprintf("--field %s: no record had a value for the key %q, so that field was empty throughout.", spec, key))
+	}
+	if r.DeniedKeysDropped > 0 {
+		ws = append(ws, fmt.Sprintf("The replay reached its bound on denied keys and forgot the %d with the fewest denials; the top denied identities and NAT collateral leave them out.", r.DeniedKeysDropped))
+	}
+	if r.NATUntracked > 0 {
+		ws = append(ws, fmt.Sprintf("The shared-NAT check reached its bound on addresses; %d sightings of users behind further addresses were not counted, so NAT collateral may be low.", r.NATUntracked))
 	}
 	if r.Requests > 0 && r.Totals.RequestsWithUser == 0 {
 		ws = append(ws, "No request carried a user (a JWT subject or a TLS fingerprint), so shared-NAT collateral cannot be seen in this log.")

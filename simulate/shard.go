@@ -1,0 +1,409 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/policy"
+)
+
+// The replay partitions its keys into shardCount shards by the hash of their store key. A
+// shard is a virtual fleet of its own for its keys: its own store, ideal engine, event queue,
+// latency draws and lease managers, and the state of its keys. A key's decisions depend only
+// on its own records, in time order, and on the housekeeping ticks (every shard runs every
+// tick, at the record the sequencer places it before), so a shard decides each of its keys
+// exactly as one fleet holding every key would: no store call, lease or tick of one key
+// touches another's state. Shards share nothing but read-only configuration, so any number of
+// workers may run them side by side, each shard on one worker at a time.
+//
+// The count is fixed, not the number of workers: with a uniform --store-latency each shard
+// draws its replies' latencies from its own stream in its own order, so the figures depend on
+// how keys are split into shards, and must not depend on how many workers ran them.
+const (
+	shardBits  = 6
+	shardCount = 1 << shardBits
+)
+
+// shardOf is the shard of a key or address whose keyHash or addrHash is h.
+func shardOf(h uint64) int { return int(h >> (64 - shardBits)) }
+
+// Bounds on what a replay remembers beyond its live keys, over all shards.
+const (
+	// maxNATAddrs bounds the addresses and subnets whose users the shared-NAT check counts.
+	maxNATAddrs = 1 << 21
+	// maxDeniedKeys bounds the denied keys kept for the top-denied lists and NAT collateral.
+	// Live keys are kept however many there are: they hold leases.
+	maxDeniedKeys = 1 << 18
+)
+
+// shard runs the decisions of the keys whose hashes fall in it (shardOf).
+type shard struct {
+	id  int
+	sim *Simulator // read-only here: the configuration, domains, rules and start time
+	ctx context.Context
+
+	store  *engine.Memory // the virtual fleet's shared store, for this shard's keys
+	ideal  *engine.Memory // the ideal single-bucket engine
+	events eventQueue
+	seq    uint64
+	nowUs  int64
+	lat    Latency
+	clock  engine.Clock
+	disp   engine.Dispatcher
+
+	// at is the number of the last record the shard moved its time to (prepared.n).
+	at int64
+
+	bucketMs int64
+	// lastBucket is the bucket of the last record once finish has begun, -1 before: the store
+	// replies finish lands after it count in it, so that every series ends with the log.
+	lastBucket int
+
+	rules []shardRule // by ruleSim.index
+	keys  keyTable
+	nat   natTracker
+	// deniedLimit bounds keys.denied; droppedDenied counts the denied keys forgotten since.
+	deniedLimit   int
+	droppedDenied int64
+}
+
+// shardRule is one rule within a shard: its statistics and its lease manager on each gateway.
+type shardRule struct {
+	stats   ruleStats
+	gateway []*engine.LeaseManager // nil until the shard first uses the gateway for the rule
+}
+
+func newShard(s *Simulator, id int) *shard {
+	sh := &shard{id: id, sim: s, ctx: context.Background(), bucketMs: 1000, lastBucket: -1,
+		lat: s.cfg.Latency.forShard(id), rules: make([]shardRule, len(s.rules)), keys: newKeyTable(),
+		nat:         newNATTracker(max(s.cfg.NATUsers, 100), maxNATAddrs/shardCount),
+		deniedLimit: maxDeniedKeys / shardCount}
+	sh.clock = engine.ClockFunc(func() int64 { return sh.nowUs / 1000 })
+	// Everything runs on the shard's worker: requests, the events the dispatcher queues, Sweep.
+	sh.store, sh.ideal = engine.NewSingleGoroutineMemory(sh.clock), engine.NewSingleGoroutineMemory(sh.clock)
+	sh.disp = engine.DispatchFunc(func(fn func(context.Context)) {
+		sh.seq++
+		sh.events.push(event{atUs: sh.nowUs + sh.lat.draw(), seq: sh.seq, fn: fn})
+	})
+	return sh
+}
+
+// manager returns rule r's lease manager on gateway g, made on first use.
+func (sh *shard) manager(r, g int) *engine.LeaseManager {
+	sr := &sh.rules[r]
+	for len(sr.gateway) <= g {
+		sr.gateway = append(sr.gateway, nil)
+	}
+	if sr.gateway[g] == nil {
+		lc := sh.sim.rules[r].plan.Lease
+		lc.Store, lc.Clock, lc.Dispatcher = meteredStore{sh: sh, inner: sh.store, st: &sr.stats}, sh.clock, sh.disp
+		lc.SingleGoroutine = true
+		mgr, err := engine.NewLeaseManager(lc)
+		if err != nil {
+			// New made a manager of this configuration (Simulator.checkLeases).
+			panic(fmt.Sprintf("rule %s: %v", sh.sim.rules[r].rule.Name, err))
+		}
+		sr.gateway[g] = mgr
+	}
+	return sr.gateway[g]
+}
+
+// bucket is the series index of the shard's virtual time.
+func (sh *shard) bucket() int {
+	b := int((sh.nowUs/1000 - sh.sim.startMs) / sh.bucketMs)
+	if sh.lastBucket >= 0 {
+		return min(b, sh.lastBucket)
+	}
+	return b
+}
+
+// advance moves the shard's virtual time to ms, landing store replies on the way.
+func (sh *shard) advance(ms int64) {
+	target := ms * 1000
+	for len(sh.events) > 0 && sh.events[0].atUs <= target {
+		e := sh.events.pop()
+		sh.nowUs = max(sh.nowUs, e.atUs)
+		e.fn(sh.ctx)
+	}
+	sh.nowUs = max(sh.nowUs, target)
+	for sh.bucket() >= maxPoints {
+		sh.widen()
+	}
+}
+
+// widen doubles the width of the shard's time buckets.
+func (sh *shard) widen() {
+	sh.bucketMs *= 2
+	for i := range sh.rules {
+		sh.rules[i].stats.halve()
+	}
+}
+
+// tick runs the housekeeping of tick number k (Simulator.sequence) at the shard's current
+// time. Each rule's lease managers are swept every lease TTL (at most every second),
+// stranded tokens are sampled every 5 ticks into stranded (a rule's tokens at
+// stranded[rule index]), and store state past its TTL is expired every 60: each of these
+// walks the live keys, so they run no more often than the behaviour they model needs.
+func (sh *shard) tick(k int64, stranded []int64) error {
+	now := sh.nowUs / 1000
+	for i, rs := range sh.sim.rules {
+		sr := &sh.rules[i]
+		if every := max(1, rs.rule.Lease.TTLMs/1000); k%every == 0 {
+			for _, m := range sr.gateway {
+				if m == nil {
+					continue
+				}
+				if err := m.Sweep(sh.ctx); err != nil {
+					return fmt.Errorf("sweep: %w", err)
+				}
+			}
+		}
+		if stranded != nil {
+			var n int64
+			for _, m := range sr.gateway {
+				if m != nil {
+					n += m.Stranded()
+				}
+			}
+			if n != 0 {
+				atomic.AddInt64(&stranded[i], n)
+			}
+		}
+	}
+	if k%60 == 0 {
+		sh.store.Expire(now)
+		sh.ideal.Expire(now)
+		sh.prune(now)
+	}
+	return nil
+}
+
+// prune forgets the keys idle for twice their rule's TTL that were never denied, and, past
+// deniedLimit, the denied keys with the fewest denials among those idle as long.
+func (sh *shard) prune(now int64) {
+	cutoff := make([]int64, len(sh.sim.rules))
+	for i, rs := range sh.sim.rules {
+		cutoff[i] = now - 2*engine.TTL(rs.plan.Limits)
+	}
+	idle := func(ks *keyState) bool { return ks.lastMs < cutoff[ks.rule] }
+	sh.keys.prune(func(ks *keyState) bool { return ks.denials == 0 && idle(ks) })
+	if sh.keys.denied <= sh.deniedLimit {
+		return
+	}
+	var idleDenied []*keyState
+	for _, first := range sh.keys.m {
+		for ks := first; ks != nil; ks = ks.next {
+			if ks.denials > 0 && idle(ks) {
+				idleDenied = append(idleDenied, ks)
+			}
+		}
+	}
+	sort.Slice(idleDenied, func(i, j int) bool {
+		a, b := idleDenied[i], idleDenied[j]
+		if a.denials != b.denials {
+			return a.denials < b.denials
+		}
+		return a.key < b.key
+	})
+	drop := map[*keyState]bool{}
+	for _, ks := range idleDenied[:min(len(idleDenied), sh.keys.denied-sh.deniedLimit)] {
+		drop[ks] = true
+	}
+	sh.droppedDenied += int64(len(drop))
+	sh.keys.prune(func(ks *keyState) bool { return drop[ks] })
+}
+
+// decide runs hit h of record p, sequenced onto gateway p.g of gateways gw, through the
+// gateway's lease manager and through the ideal engine, counts the outcome and writes it into
+// h.
+func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
+	rs := h.rs
+	key := p.keys[h.keyAt:h.keyEnd]
+	ks := sh.keys.get(h.hash, key)
+	if ks == nil {
+		ks = newKeyState(string(key), rs.index, len(gw.names))
+		ks.ideal = sh.ideal.Handle(ks.key, rs.plan.Limits)
+		sh.keys.add(h.hash, ks)
+	}
+	now := sh.nowUs / 1000
+	ks.requests++
+	ks.lastMs = now
+
+	plan, g := rs.plan, p.g
+	if len(ks.leases) <= g { // a gateway added since (Assignment "field")
+		ks.leases = append(ks.leases, make([]engine.LeaseHandle, len(gw.names)-len(ks.leases))...)
+	}
+	lh := &ks.leases[g]
+	if lh.Key() == "" {
+		*lh = sh.manager(rs.index, g).Handle(ks.key, plan.Limits)
+	}
+	dec, err := lh.Take(sh.ctx, plan.Cost)
+	if err != nil {
+		return fmt.Errorf("rule %s/%s: %w", plan.Domain, rs.rule.Name, err)
+	}
+	ideal, err := ks.ideal.Take(plan.Cost, plan.Cost, now)
+	if err != nil {
+		return fmt.Errorf("rule %s/%s: ideal: %w", plan.Domain, rs.rule.Name, err)
+	}
+	idealOK := ideal.Granted > 0
+	st := &sh.rules[rs.index].stats
+	b := sh.bucket()
+	out := &st.out
+	out.Requests++
+	st.add(serRequests, b, 1)
+	if !idealOK {
+		out.IdealDeny++
+		st.add(serIdealDeny, b, 1)
+	}
+	h.would, h.denied, h.legit, h.ks = false, false, false, ks
+	if dec.OK {
+		if !idealOK {
+			out.OverAdmission++
+		}
+		return nil
+	}
+	out.WouldDeny++
+	st.add(serWouldDeny, b, 1)
+	values, oks := sh.sim.valuesAt(p, h.domain)
+	if ks.denials == 0 {
+		sh.describe(sh.sim.domains[h.domain], rs, h.shape, ks, values)
+		sh.keys.denied++
+	}
+	ks.denials++
+	h.would, h.denied = true, gw.enforced[rs.index][g]
+	if h.denied {
+		out.Denied++
+	}
+	if idealOK {
+		out.UnderAdmission++
+	}
+	if h.legit = sh.sim.isLegit(values, oks); h.legit {
+		out.LegitDenials++
+		ks.legit++
+	}
+	return nil
+}
+
+// describe fills in what reports say of a key, on its first denial: most keys are never
+// denied and need no description. Equal store keys have equal descriptor values (the key
+// escapes its parts), so the current request's values describe the key as its first one would.
+func (sh *shard) describe(ds *domainSim, rs *ruleSim, shape []int, ks *keyState, values []string) {
+	var b strings.Builder
+	for n, i := range shape {
+		src := ds.d.Sources[i]
+		v := values[i]
+		if n == rs.depth {
+			fmt.Fprintf(&b, ", shard=%d", engine.ShardOf(v, rs.plan.Shards))
+			break
+		}
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(src.Key)
+		b.WriteByte('=')
+		b.WriteString(v)
+		if ks.addr == "" {
+			switch {
+			case src.Kind == policy.SourceRemoteAddress:
+				ks.addr = strings.Clone(v)
+			case src.Kind == policy.SourceIdentity && strings.HasPrefix(v, string(policy.TierSubnet)+":"):
+				ks.addr = strings.Clone(v[len(policy.TierSubnet)+1:])
+			}
+		}
+	}
+	ks.display = b.String()
+}
+
+// stranded adds each rule's tokens held by the shard's leases into n (by rule index).
+func (sh *shard) stranded(n []int64) {
+	for i := range sh.rules {
+		for _, m := range sh.rules[i].gateway {
+			if m != nil {
+				n[i] += m.Stranded()
+			}
+		}
+	}
+}
+
+// finish ends the shard's replay after record last, at endMs: the replies due by then land
+// (those a shard without a hit in the last record has not landed yet), its buckets take the
+// replay's width bucketMs and its last bucket lastBucket, the tokens its leases hold go into
+// each rule's StrandedEnd, and the store replies still in flight land.
+func (sh *shard) finish(last, endMs, bucketMs int64, lastBucket int) {
+	if sh.sim.started && sh.at != last {
+		sh.advance(endMs)
+	}
+	for sh.bucketMs < bucketMs {
+		sh.widen()
+	}
+	sh.lastBucket = lastBucket
+	end := make([]int64, len(sh.rules))
+	sh.stranded(end)
+	for i := range sh.rules {
+		sh.rules[i].stats.out.StrandedEnd = end[i]
+	}
+	for len(sh.events) > 0 {
+		e := sh.events.pop()
+		sh.nowUs = max(sh.nowUs, e.atUs)
+		e.fn(sh.ctx)
+	}
+}
+
+// worker runs the shards whose index is w modulo n, record by record in log order.
+type worker struct {
+	sim    *Simulator
+	w, n   int
+	shards []*shard
+}
+
+func newWorker(s *Simulator, w, n int) *worker {
+	wk := &worker{sim: s, w: w, n: n}
+	for i := w; i < shardCount; i += n {
+		wk.shards = append(wk.shards, s.shards[i])
+	}
+	return wk
+}
+
+// owns reports whether the worker runs shard i.
+func (wk *worker) owns(i int) bool { return i%wk.n == wk.w }
+
+// record does the worker's part of record p, sequenced with gateways gw: the tick before it,
+// the users it shows behind addresses, and the decisions of its hits in the worker's shards.
+// stranded is where a sampling tick adds each rule's stranded tokens (nil for another tick).
+func (wk *worker) record(p *prepared, gw *gatewaySet, stranded []int64) error {
+	if p.tick > 0 {
+		for _, sh := range wk.shards {
+			sh.advance(p.t)
+			sh.at = p.n
+			if err := sh.tick(p.tick, stranded); err != nil {
+				return err
+			}
+		}
+	}
+	if p.hasUser {
+		for i, ok := range p.natOK {
+			if ok {
+				if sh := shardOf(p.nat[i]); wk.owns(sh) {
+					wk.sim.shards[sh].nat.seeHash(p.nat[i], p.userHash)
+				}
+			}
+		}
+	}
+	for i := range p.hits {
+		h := &p.hits[i]
+		if !wk.owns(h.shard) {
+			continue
+		}
+		sh := wk.sim.shards[h.shard]
+		sh.advance(p.t)
+		sh.at = p.n
+		if err := sh.decide(p, h, gw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
