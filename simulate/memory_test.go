@@ -1,0 +1,168 @@
+package simulate
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlctl/rlctl/schema"
+	"github.com/rlctl/rlctl/simulate/report"
+	"github.com/rlctl/rlctl/simulate/traffic"
+)
+
+// A replay's memory follows its keys, not its lines: a log ten times as long over the same
+// key population (the same generated lines, repeated ten times an hour apart) peaks at most
+// 1.2 times the live heap of one repetition.
+func TestMemoryFollowsKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 440,000 lines")
+	}
+	m, err := schema.Load("../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lines = 40_000
+	dir := t.TempDir()
+	oneF, err := os.Create(filepath.Join(dir, "one.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenF, err := os.Create(filepath.Join(dir, "ten.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, ten := bufio.NewWriter(oneF), bufio.NewWriter(tenF)
+	// The generated traffic spans 40 s from 12:00; the repetitions are the same lines an hour
+	// apart, so that keys idle between them are pruned as they would be in a longer log.
+	var rep bytes.Buffer
+	if err := traffic.Write(&rep, traffic.Config{Seed: 4, Lines: lines}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Write(rep.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := ten.Write(bytes.ReplaceAll(rep.Bytes(), []byte("T12:"), fmt.Appendf(nil, "T%02d:", 12+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range []*bufio.Writer{one, ten} {
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oneF.Close()
+	tenF.Close()
+	// peak replays the log at path and returns the most live heap seen, less the live heap
+	// before it started.
+	peak := func(path string, want int64) uint64 {
+		t.Helper()
+		lat, _ := ParseLatency("1ms", 1)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		runtime.GC()
+		var max uint64
+		stop, done := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(sample)
+		before := sample[0].Value.Uint64()
+		go func() {
+			defer close(done)
+			for {
+				metrics.Read(sample)
+				max = maxU(max, sample[0].Value.Uint64())
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+		}()
+		r, err := Run(context.Background(), RunConfig{Sim: Config{Model: m, Gateways: 4, Latency: lat}, MaxBad: -1},
+			[]Input{{Name: "gen.log", R: f}})
+		// The live heap at the end, with the replay's state still held by r's caller.
+		runtime.GC()
+		metrics.Read(sample)
+		once.Do(func() { close(stop) })
+		<-done
+		max = maxU(max, sample[0].Value.Uint64())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Requests != want {
+			t.Fatalf("requests: got %d, want %d", r.Requests, want)
+		}
+		return max - min(max, before)
+	}
+	base := peak(oneF.Name(), lines)
+	long := peak(tenF.Name(), 10*lines)
+	ratio := float64(long) / float64(base)
+	t.Logf("peak live heap: %d lines %.1f MB, %d lines %.1f MB (%.2fx)", lines, float64(base)/1e6, 10*lines, float64(long)/1e6, ratio)
+	if ratio > 1.2 {
+		t.Errorf("ten times the lines over the same keys peaked at %.2fx the live heap; want at most 1.2x", ratio)
+	}
+}
+
+func maxU(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Past its bound on denied keys, a shard forgets the idle denied keys with the fewest
+// denials, down to the bound, counts them, and the report says so. A denied key still in
+// use is kept.
+func TestDeniedKeysBound(t *testing.T) {
+	s, err := New(Config{Model: testModel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := s.shards[0]
+	sh.deniedLimit = 2
+	for i, d := range []int64{5, 1, 9, 3, 7} {
+		ks := newKeyState(fmt.Sprintf("k%d", i), 0, 1)
+		ks.denials, ks.lastMs = d, 0
+		sh.keys.add(uint64(i), ks)
+		sh.keys.denied++
+	}
+	busy := newKeyState("busy", 0, 1)
+	busy.denials, busy.lastMs = 1, 10*3_600_000 // denied, but not idle
+	sh.keys.add(99, busy)
+	sh.keys.denied++
+	sh.prune(10 * 3_600_000)
+	var kept []string
+	for _, first := range sh.keys.m {
+		for ks := first; ks != nil; ks = ks.next {
+			kept = append(kept, ks.key)
+		}
+	}
+	slices.Sort(kept)
+	if want := []string{"busy", "k2"}; !slices.Equal(kept, want) {
+		t.Errorf("kept %v, want %v", kept, want)
+	}
+	if sh.droppedDenied != 4 || sh.keys.denied != 2 {
+		t.Errorf("dropped %d, denied left %d; want 4 and 2", sh.droppedDenied, sh.keys.denied)
+	}
+	r, err := s.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.DeniedKeysDropped != 4 || !slices.ContainsFunc(report.Warnings(r), func(w string) bool { return strings.Contains(w, "forgot the 4") }) {
+		t.Errorf("report: dropped %d, warnings %q", r.DeniedKeysDropped, report.Warnings(r))
+	}
+}
