@@ -47,23 +47,23 @@ func TestKeyTable(t *testing.T) {
 	}{{"a", 1, 0}, {"b", 1, 1}, {"c", 1, 0}, {"d", 2, 0}, {"e", 3, 2}}
 	for i, k := range keys {
 		ks := newKeyState(k.key, 0, 1)
-		ks.denials, ks.lastMs = k.denials, int64(i)
+		ks.denials, ks.lastMs, ks.id = k.denials, int64(i), keyID([]byte(k.key))
 		if k.denials > 0 {
 			tab.denied++
 		}
 		tab.add(k.hash, ks)
 	}
-	buf := []byte("b")
-	if ks := tab.get(1, buf); ks == nil || ks.key != "b" {
+	b := keyID([]byte("b"))
+	if ks := tab.get(1, b); ks == nil || ks.key != "b" {
 		t.Fatalf("get b: got %v", ks)
 	}
-	if ks := tab.get(2, buf); ks != nil {
+	if ks := tab.get(2, b); ks != nil {
 		t.Errorf("get b with d's hash: got %q, want nil", ks.key)
 	}
 	tab.prune(func(ks *keyState) bool { return ks.key == "a" || ks.key == "c" || ks.key == "e" })
 	for _, k := range keys {
 		want := k.key == "b" || k.key == "d"
-		if got := tab.get(k.hash, []byte(k.key)) != nil; got != want {
+		if got := tab.get(k.hash, keyID([]byte(k.key))) != nil; got != want {
 			t.Errorf("after prune, %q kept: got %v, want %v", k.key, got, want)
 		}
 	}

@@ -25,7 +25,7 @@ import (
 // how keys are split into shards, and must not depend on how many workers ran them.
 const (
 	shardBits  = 6
-	shardCount = 1 << shardBits
+	shardCount = 1 << shardBits // at most 64: a worker's shards are the bits of a uint64
 )
 
 // shardOf is the shard of a key or address whose keyHash or addrHash is h.
@@ -222,10 +222,10 @@ func (sh *shard) prune(now int64) {
 // h.
 func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	rs := h.rs
-	key := p.keys[h.keyAt:h.keyEnd]
-	ks := sh.keys.get(h.hash, key)
+	ks := sh.keys.get(h.hash, h.id)
 	if ks == nil {
-		ks = newKeyState(string(key), rs.index, len(gw.names))
+		ks = newKeyState(string(p.keys[h.keyAt:h.keyEnd]), rs.index, len(gw.names))
+		ks.id = h.id
 		ks.ideal = sh.ideal.Handle(ks.key, rs.plan.Limits)
 		sh.keys.add(h.hash, ks)
 	}
@@ -356,20 +356,21 @@ func (sh *shard) finish(last, endMs, bucketMs int64, lastBucket int) {
 // worker runs the shards whose index is w modulo n, record by record in log order.
 type worker struct {
 	sim    *Simulator
-	w, n   int
 	shards []*shard
+	mine   uint64 // bit i is set when the worker runs shard i
 }
 
 func newWorker(s *Simulator, w, n int) *worker {
-	wk := &worker{sim: s, w: w, n: n}
+	wk := &worker{sim: s}
 	for i := w; i < shardCount; i += n {
 		wk.shards = append(wk.shards, s.shards[i])
+		wk.mine |= 1 << i
 	}
 	return wk
 }
 
 // owns reports whether the worker runs shard i.
-func (wk *worker) owns(i int) bool { return i%wk.n == wk.w }
+func (wk *worker) owns(i int) bool { return wk.mine&(1<<i) != 0 }
 
 // record does the worker's part of record p, sequenced with gateways gw: the tick before it,
 // the users it shows behind addresses, and the decisions of its hits in the worker's shards.

@@ -346,7 +346,7 @@ type hit struct {
 	rs            *ruleSim
 	shape         []int
 	keyAt, keyEnd int    // the store key, in prepared.keys
-	hash          uint64 // its keyHash
+	hash, id      uint64 // its keyHash and keyID
 	shard         int    // shardOf(hash)
 	// The outcome, set by shard.decide: the rule would deny the request, rejects it given its
 	// stage on the gateway, a value of the request is marked legitimate; and the key's state.
@@ -419,8 +419,9 @@ func (s *Simulator) selectRules(p *prepared) {
 			}
 			at := len(p.keys)
 			p.keys = rs.plan.AppendKey(p.keys, p.entries)
-			h := keyHash(p.keys[at:])
-			p.hits = append(p.hits, hit{domain: di, rs: rs, shape: shape, keyAt: at, keyEnd: len(p.keys), hash: h, shard: shardOf(h)})
+			key := p.keys[at:]
+			h := keyHash(key)
+			p.hits = append(p.hits, hit{domain: di, rs: rs, shape: shape, keyAt: at, keyEnd: len(p.keys), hash: h, id: keyID(key), shard: shardOf(h)})
 		}
 	}
 }

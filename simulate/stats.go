@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"hash/maphash"
 	"sort"
 
 	"github.com/cespare/xxhash/v2"
@@ -38,6 +39,7 @@ type keyState struct {
 	inline [4]engine.LeaseHandle
 
 	next *keyState // another key with the same hash (keyTable)
+	id   uint64    // keyID of the store key
 	rule int       // its rule's index in Simulator.rules
 	key  string    // the store key
 	// display ("k=v, k=v") and addr, the address or subnet in the descriptor for the
@@ -60,7 +62,9 @@ func newKeyState(key string, rule, n int) *keyState {
 
 // keyTable holds a shard's keys by the hash of their store key, which prepare computes on
 // the parsing goroutines, so that the replay never hashes a long key. Keys whose hashes are
-// equal are chained.
+// equal are chained, and told apart by a second, independent hash of the key (keyID): the
+// two hashes of two keys are equal about once in 2^128 tries, and comparing them spares the
+// replay a read of the key's bytes, which sit in memory of their own.
 type keyTable struct {
 	m map[uint64]*keyState
 	// denied counts the keys with denials, which pruning keeps (they are in the report).
@@ -69,10 +73,10 @@ type keyTable struct {
 
 func newKeyTable() keyTable { return keyTable{m: map[uint64]*keyState{}} }
 
-// get returns the state of the key with hash h and bytes key, or nil.
-func (t *keyTable) get(h uint64, key []byte) *keyState {
+// get returns the state of the key with hash h and keyID id, or nil.
+func (t *keyTable) get(h, id uint64) *keyState {
 	for ks := t.m[h]; ks != nil; ks = ks.next {
-		if ks.key == string(key) {
+		if ks.id == id {
 			return ks
 		}
 	}
@@ -118,6 +122,13 @@ func (t *keyTable) prune(drop func(*keyState) bool) {
 
 // keyHash is the hash keyTable and the shard assignment use (shardOf).
 func keyHash(key []byte) uint64 { return xxhash.Sum64(key) }
+
+// keyIDSeed seeds keyID. It differs from process to process, which changes nothing: keyID
+// only ever tells keys apart, and orders nothing.
+var keyIDSeed = maphash.MakeSeed()
+
+// keyID is keyTable's second hash of a store key.
+func keyID(key []byte) uint64 { return maphash.Bytes(keyIDSeed, key) }
 
 func (s *ruleStats) add(series, bucket int, n int64) {
 	for len(s.series[series]) <= bucket {
