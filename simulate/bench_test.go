@@ -12,79 +12,142 @@ import (
 	"testing"
 	"time"
 
+	"compress/gzip"
 	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate/traffic"
 )
 
-var benchLog struct {
-	once sync.Once
-	path string
-	err  error
+// benchLines is the length of the replay benchmarks' logs.
+const benchLines = 1_000_000
+
+var benchLogs struct {
+	sync.Mutex
+	paths map[string]string
 }
 
-// benchFile generates the 1,000,000-line Envoy JSON log the replay benchmark reads, once.
-func benchFile(b *testing.B) string {
-	benchLog.once.Do(func() {
-		// The file is named by a hash of the generator's first lines, so a changed generator
-		// writes a new file and an unchanged one is reused across runs.
-		var head bytes.Buffer
-		if benchLog.err = traffic.Write(&head, traffic.Config{Seed: 1, Lines: 1000}); benchLog.err != nil {
-			return
-		}
-		benchLog.path = filepath.Join(os.TempDir(), fmt.Sprintf("rlctl-bench-1m-%x.jsonl", sha256.Sum256(head.Bytes())))
-		if st, err := os.Stat(benchLog.path); err == nil && st.Size() > 0 {
-			return
-		}
-		var buf bytes.Buffer
-		if benchLog.err = traffic.Write(&buf, traffic.Config{Seed: 1, Lines: 1_000_000}); benchLog.err != nil {
-			return
-		}
-		benchLog.err = os.WriteFile(benchLog.path, buf.Bytes(), 0o644)
-	})
-	if benchLog.err != nil {
-		b.Fatal(benchLog.err)
+// benchFile generates, once, the 1,000,000-line log the replay benchmark reads: format's
+// lines, gzip-compressed when gz is set. A file is named by a hash of the generator's first
+// lines, so a changed generator writes a new file and an unchanged one is reused across runs.
+func benchFile(b *testing.B, format traffic.Format, gz bool) string {
+	benchLogs.Lock()
+	defer benchLogs.Unlock()
+	name := fmt.Sprintf("%s-%v", format, gz)
+	if p, ok := benchLogs.paths[name]; ok {
+		return p
 	}
-	return benchLog.path
+	var head bytes.Buffer
+	if err := traffic.Write(&head, traffic.Config{Seed: 1, Lines: 1000, Format: format}); err != nil {
+		b.Fatal(err)
+	}
+	ext := ".jsonl"
+	if gz {
+		ext += ".gz"
+	}
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("rlctl-bench-1m-%x%s", sha256.Sum256(head.Bytes()), ext))
+	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+		if err := writeBenchFile(path, format, gz); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if benchLogs.paths == nil {
+		benchLogs.paths = map[string]string{}
+	}
+	benchLogs.paths[name] = path
+	return path
 }
 
-// BenchmarkReplay1M replays a generated 1,000,000-line Envoy JSON log end to end (read, parse,
-// descriptors, 4 gateways with leasing, the ideal engine, the report) and reports lines/s, with
-// the garbage collector set as rlctl simulate sets it (TuneGC). It also times `wc -l` on the
-// same file as the floor.
+func writeBenchFile(path string, format traffic.Format, gz bool) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	var zw *gzip.Writer
+	var w interface{ Write([]byte) (int, error) } = f
+	if gz {
+		zw = gzip.NewWriter(f)
+		w = zw
+	}
+	if err := traffic.Write(w, traffic.Config{Seed: 1, Lines: benchLines, Format: format}); err != nil {
+		f.Close()
+		return err
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// BenchmarkReplay1M replays a generated 1,000,000-line log end to end (read, parse,
+// descriptors, 4 gateways with leasing, the ideal engine, the report) and reports lines/s,
+// with the garbage collector set as rlctl simulate sets it (TuneGC), on every core
+// GOMAXPROCS gives it (-cpu 1,2 shows the scaling). Each shape of log is a sub-benchmark:
+// Envoy JSON as gen-logs writes it, Istio's default JSON access log, and the Envoy log
+// gzip-compressed. It also times `wc -l` on the same file (`zcat | wc -l` for gzip) as the
+// floor, and reports the ratio.
 func BenchmarkReplay1M(b *testing.B) {
-	path := benchFile(b)
 	m, err := schema.Load("../policies")
 	if err != nil {
 		b.Fatal(err)
 	}
-	var wcRate float64
-	if wc, err := exec.LookPath("wc"); err == nil {
-		start := time.Now()
-		if err := exec.Command(wc, "-l", path).Run(); err == nil {
-			wcRate = float64(1_000_000) / time.Since(start).Seconds()
-		}
+	for _, c := range []struct {
+		name   string
+		format traffic.Format
+		gz     bool
+	}{{"envoy-json", traffic.EnvoyJSON, false}, {"istio-json", traffic.IstioJSON, false}, {"envoy-json.gz", traffic.EnvoyJSON, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			path := benchFile(b, c.format, c.gz)
+			wcRate := wcLines(path, c.gz)
+			lat, _ := ParseLatency("1ms", 1)
+			defer TuneGC()() // as rlctl simulate runs it
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				f, err := os.Open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := Run(context.Background(), RunConfig{Sim: Config{Model: m, Gateways: 4, Latency: lat}, MaxBad: -1},
+					[]Input{{Name: path, R: f}})
+				f.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r.Requests != benchLines {
+					b.Fatalf("requests: got %d, want %d", r.Requests, benchLines)
+				}
+			}
+			rate := float64(b.N) * benchLines / b.Elapsed().Seconds()
+			b.ReportMetric(rate, "lines/s")
+			if wcRate > 0 {
+				// Reported last: ResetTimer drops the metrics reported before it.
+				b.ReportMetric(wcRate, "wc-lines/s")
+				b.ReportMetric(wcRate/rate, "x-wc")
+			}
+		})
 	}
-	lat, _ := ParseLatency("1ms", 1)
-	defer TuneGC()() // as rlctl simulate runs it
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		f, err := os.Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := Run(context.Background(), RunConfig{Sim: Config{Model: m, Gateways: 4, Latency: lat}, MaxBad: -1},
-			[]Input{{Name: path, R: f}})
-		f.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if r.Requests != 1_000_000 {
-			b.Fatalf("requests: got %d, want 1000000", r.Requests)
-		}
+}
+
+// wcLines times `wc -l` on path (`gzip -dc | wc -l` when gz) and returns lines/s, or 0 when
+// the tools are missing.
+func wcLines(path string, gz bool) float64 {
+	cmd := "wc -l < " + path
+	if gz {
+		cmd = "gzip -dc < " + path + " | wc -l"
 	}
-	b.ReportMetric(float64(b.N)*1_000_000/b.Elapsed().Seconds(), "lines/s")
-	if wcRate > 0 {
-		// Reported last: ResetTimer drops the metrics reported before it.
-		b.ReportMetric(wcRate, "wc-lines/s")
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		return 0
 	}
+	start := time.Now()
+	if err := exec.Command(sh, "-c", cmd).Run(); err != nil {
+		return 0
+	}
+	return benchLines / time.Since(start).Seconds()
 }
