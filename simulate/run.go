@@ -96,7 +96,14 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 
 // chunkLines is the most lines a chunk carries: enough that handing chunks between goroutines
 // costs little per line, few enough that the chunks in flight stay a few megabytes.
-const chunkLines = 1024
+// chunkArena is the size of a chunk's arena: a chunk ends early rather than let a line start a
+// new buffer (ReadRaw would allocate one, and a fresh buffer costs its page faults again), so
+// it ends once less than chunkSlack is left.
+const (
+	chunkLines = 1024
+	chunkArena = 2 << 20
+	chunkSlack = 64 << 10
+)
 
 // chunk is a run of consecutive records on its way through Run's stages.
 type chunk struct {
@@ -155,7 +162,7 @@ func (r *runner) run(ctx context.Context) error {
 	inFlight := 4*r.workers + 4
 	free := make(chan *chunk, inFlight)
 	for range inFlight {
-		free <- &chunk{recs: make([]accesslog.Record, chunkLines), preps: make([]prepared, chunkLines)}
+		free <- &chunk{recs: make([]accesslog.Record, chunkLines), preps: make([]prepared, chunkLines), arena: make([]byte, 0, chunkArena)}
 	}
 	toParse := make(chan *chunk, r.workers)
 	parsed := make(chan *chunk, inFlight)
@@ -244,14 +251,14 @@ func (r *runner) read(ctx context.Context, free <-chan *chunk, out chan<- *chunk
 		var err error
 		if merged != nil {
 			c.parsed = true
-			for c.n < chunkLines && err == nil {
+			for c.n < chunkLines && cap(c.arena)-len(c.arena) >= chunkSlack && err == nil {
 				if err = merged.next(&c.recs[c.n], &c.arena); err == nil {
 					c.n++
 				}
 			}
 		} else {
 			rd := r.readers[0]
-			for len(c.lines) < chunkLines && err == nil {
+			for len(c.lines) < chunkLines && cap(c.arena)-len(c.arena) >= chunkSlack && err == nil {
 				var line string
 				var num int64
 				line, num, err = rd.ReadRaw(&c.arena)
