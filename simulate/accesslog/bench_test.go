@@ -118,5 +118,6 @@ func BenchmarkReadRawGzip(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		rd.Close()
 	}
 }

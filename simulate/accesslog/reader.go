@@ -3,13 +3,16 @@ package accesslog
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Format is an access-log format.
@@ -75,7 +78,9 @@ type Reader struct {
 	br   *bufio.Reader
 	line int64
 	buf  []byte // a long line spanning several buffer fills
-	gzip bool   // the log is gzip-compressed
+	// ahead decompresses a gzip log on a goroutine of its own; nil if the log is not gzip.
+	ahead  *readAhead
+	closed atomic.Bool
 	// noTime is the error of a line without a timestamp, made once so such lines cost no more
 	// than other bad lines.
 	noTime error
@@ -112,22 +117,30 @@ func (r *Reader) Unseen() []string {
 	return out
 }
 
-// NewReader returns a Reader of r, named name in errors. Gzip input is decompressed. A CSV log's
+// NewReader returns a Reader of r, named name in errors. Gzip input is decompressed, ahead of
+// the reads, on a goroutine that Close stops. A CSV log's
 // header row is read here, so a header without a timestamp column or without a column
 // opts.Mapping names is an error here rather than a bad line per record.
-func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
-	br, gzipped := bufio.NewReaderSize(r, bufferSize), false
+func NewReader(name string, r io.Reader, opts Options) (_ *Reader, err error) {
+	br := bufio.NewReaderSize(r, bufferSize)
+	var ahead *readAhead
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%s: gzip: %w", name, err)
 		}
-		br, gzipped = bufio.NewReaderSize(zr, bufferSize), true
+		ahead = startReadAhead(zr)
+		defer func() {
+			if err != nil {
+				ahead.close()
+			}
+		}()
+		br = bufio.NewReaderSize(ahead, bufferSize)
 	}
 	if bom, _ := br.Peek(3); bytes.Equal(bom, []byte("\xef\xbb\xbf")) {
 		_, _ = br.Discard(3) // a UTF-8 byte order mark, as editors on Windows write them; Peek had it
 	}
-	rd := &Reader{name: name, br: br, gzip: gzipped, noTime: fmt.Errorf("no timestamp (%s)", timeKeys(opts.Mapping))}
+	rd := &Reader{name: name, br: br, ahead: ahead, noTime: fmt.Errorf("no timestamp (%s)", timeKeys(opts.Mapping))}
 	format := opts.Format
 	if format == FormatAuto {
 		format = sniff(br)
@@ -161,7 +174,24 @@ func NewReader(name string, r io.Reader, opts Options) (*Reader, error) {
 		return nil, fmt.Errorf("%s: log format %q unknown", name, format)
 	}
 	rd.own = rd.NewParser()
+	if ahead != nil {
+		runtime.AddCleanup(rd, (*readAhead).stop, ahead)
+	}
 	return rd, nil
+}
+
+// Close stops a gzip log's read-ahead, the goroutine that decompresses the log ahead of
+// ReadRaw, and waits for it to end: it may have one read of the io.Reader given to NewReader to
+// finish, and does not read it again, so that the caller may close it once Close returns
+// (Close does not). A read after Close, or one that Close ends, returns an error. Close may be
+// called more than once, from any goroutine, and on a Reader of any log (only gzip ones have a
+// read-ahead). A Reader dropped without Close has it stopped when it is garbage-collected.
+func (r *Reader) Close() error {
+	r.closed.Store(true)
+	if r.ahead != nil {
+		r.ahead.close()
+	}
+	return nil
 }
 
 // sniff guesses the format from the first non-blank byte.
@@ -219,6 +249,9 @@ var errLongLine = errors.New("line longer than 1 MiB")
 
 // readRaw is ReadRaw, which allocates the line's string when arena is nil.
 func (r *Reader) readRaw(arena *[]byte) (string, int64, error) {
+	if r.closed.Load() {
+		return "", 0, r.readError(errClosed)
+	}
 	for {
 		line, err := r.nextLine()
 		if err != nil {
@@ -290,7 +323,7 @@ func lineError(file string, num int64, err error, line string) *LineError {
 // readError says where reading the log failed; a gzip stream that ends early is called a
 // truncated file.
 func (r *Reader) readError(err error) error {
-	if r.gzip && errors.Is(err, io.ErrUnexpectedEOF) {
+	if r.ahead != nil && errors.Is(err, io.ErrUnexpectedEOF) {
 		err = fmt.Errorf("%w (a truncated gzip file?)", err)
 	}
 	return fmt.Errorf("%s: after line %d: %w", r.name, r.line, err)
