@@ -2,11 +2,15 @@ package simulate
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/schema"
@@ -137,4 +141,43 @@ func replayLog(t *testing.T, cfg Config, log []byte) *report.Report {
 	}
 	r.Finish()
 	return r
+}
+
+// A run that ends early, on too many bad lines in a gzip log or on its context, returns the
+// error and leaves no goroutine behind: not its stages, not the log's read-ahead.
+func TestRunStopsEarly(t *testing.T) {
+	m, err := schema.Load("../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	zw := gzip.NewWriter(&log)
+	if err := traffic.Write(zw, traffic.Config{Seed: 6, Lines: 50000}); err != nil {
+		t.Fatal(err)
+	}
+	zw.Write([]byte("not a record\n"))
+	if err := traffic.Write(zw, traffic.Config{Seed: 7, Lines: 50000}); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	before := runtime.NumGoroutine()
+	_, err = Run(context.Background(), RunConfig{Sim: Config{Model: m}, MaxBad: 0},
+		[]Input{{Name: "bad.log.gz", R: bytes.NewReader(log.Bytes())}})
+	if !errors.Is(err, ErrTooManyBad) || !strings.Contains(err.Error(), "bad.log.gz:50001") {
+		t.Errorf("too many bad lines: got %v, want ErrTooManyBad at bad.log.gz:50001", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, RunConfig{Sim: Config{Model: m}, MaxBad: -1},
+		[]Input{{Name: "bad.log.gz", R: bytes.NewReader(log.Bytes())}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: got %v, want context.Canceled", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines left behind:\n%s", n-before, buf[:runtime.Stack(buf, true)])
+	}
 }

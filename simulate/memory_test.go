@@ -83,6 +83,7 @@ func TestMemoryFollowsKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer rd.Close()
 		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		live := func() uint64 {
 			runtime.GC()

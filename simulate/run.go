@@ -74,6 +74,13 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 		opts.Headers = append(opts.Headers, strings.ToLower(a.Field))
 	}
 	readers, err := openReaders(inputs, opts)
+	defer func() {
+		// Stops the readers' read-ahead of compressed logs, which may be ahead of a run
+		// that ended early.
+		for _, rd := range readers {
+			rd.Close()
+		}
+	}()
 	if err != nil {
 		return nil, err
 	}
@@ -441,15 +448,16 @@ func sourceOf(readers []*accesslog.Reader, onBad func(*accesslog.LineError) erro
 	return newMergedSource(readers, onBad)
 }
 
-// openReaders opens a reader on each input.
+// openReaders opens a reader on each input. On an error it returns the readers it opened,
+// for the caller to close.
 func openReaders(inputs []Input, opts accesslog.Options) ([]*accesslog.Reader, error) {
-	readers := make([]*accesslog.Reader, len(inputs))
-	for i, in := range inputs {
+	readers := make([]*accesslog.Reader, 0, len(inputs))
+	for _, in := range inputs {
 		rd, err := accesslog.NewReader(in.Name, in.R, opts)
 		if err != nil {
-			return nil, err
+			return readers, err
 		}
-		readers[i] = rd
+		readers = append(readers, rd)
 	}
 	return readers, nil
 }
