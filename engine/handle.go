@@ -122,6 +122,6 @@ func (h *MemoryHandle) Take(want, need, now int64) (Result, error) {
 		e.renew(len(xs), now)
 	}
 	res := take(xs, e.slots, now, want, need)
-	e.touch(now, h.m.ttlOf(xs))
+	sh.touch(e, now, h.m.ttlOf(xs))
 	return res, nil
 }

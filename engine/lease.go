@@ -87,37 +87,69 @@ var ErrClosed = errors.New("lease manager closed")
 // use.
 type LeaseManager struct {
 	cfg    LeaseConfig
-	single bool              // cfg.SingleGoroutine
-	leases sync.Map          // key string → *lease, unless single
-	local  map[string]*lease // the leases when single
-	held   int64             // the sum of the leases' balances when single (Stranded)
+	single bool // cfg.SingleGoroutine
 	closed atomic.Bool
+	local  map[string]*lease // the leases when single; made with the first
+	held   int64             // the sum of the leases' balances when single (Stranded)
 
 	// seen is the latest Clock reading the manager made; local hits age
 	// the last store reply's reset instant with it instead of reading
-	// the clock. It sits on a cache line of its own because every hit
-	// reads it.
-	_    [64]byte
-	seen atomic.Int64
+	// the clock. Every hit reads it, so the fields written often (the
+	// schedule's lock, the counters) start a cache line after it: the
+	// fields before it are written once.
+	seen plainable
 	_    [56]byte
 
 	dueMu sync.Mutex // guards due, fresh and every lease's dueAt, queued and freshAt
 	due   dueHeap    // when Sweep must look at which lease next
 	fresh []*lease   // new leases for Sweep to look at, nil where one was scheduled since
 
-	fetches, shortCircuits, returned, storeErrors atomic.Int64
+	fetches, shortCircuits, returned, storeErrors plainable
+
+	leases sync.Map // key string → *lease, unless single
 }
 
-// lease is one key's local state.
+// lease is one key's local state. Its fields are laid out by use, so that a
+// local hit reads one cache line and a visit from Sweep one to three: the
+// struct is 320 bytes, a size class whose objects are cache-line aligned. The
+// fields that mu guards are marked so.
 type lease struct {
-	key      string
+	// Line 1: what a local hit and every visit from Sweep read.
 	balance  plainable    // tokens spendable without I/O
 	lowWater atomic.Int64 // prefetch below this balance
-	inflight atomic.Bool  // a prefetch is on its way
 	resetAt  atomic.Int64 // local ms: the last store reply's reset instant
+	expires  int64        // mu; local ms: Sweep returns the balance from then on
+	blocked  int64        // mu; local ms: requests costing blockFor or more are denied before
+	// dueAt is the time of the lease's live entry in m.due (notDue when
+	// it has none); other entries for it are stale. queued counts the
+	// entries, live and stale, that name the lease. freshAt is 1 + the
+	// lease's index in m.fresh while it is there, else 0. Guarded by
+	// m.dueMu.
+	dueAt    int64
 	limiting atomic.Int32 // the last store reply's Limiting
+	inflight atomic.Bool  // a prefetch is on its way
+	queued   int32
+	freshAt  int32
 
-	m *LeaseManager
+	// Line 2: what a return of the balance to the store reads.
+	key     string
+	limits  []Limit // mu
+	takenAt int64   // mu; store time of the last grant
+	// hint lets a single-goroutine Memory find the key's state without
+	// hashing the key (storeHint). Only the store touches it.
+	hint storeHint
+
+	// Line 3.
+	drained int64 // mu; tokens ever removed from balance by returns
+	pending int32 // mu; synchronous takes in flight
+	// dry (mu) is set when the store's last reply denied the key or left it less than a
+	// batch: the key is at its limit. While a store call for a dry key is in flight,
+	// requests that find the balance short are denied locally instead of making calls of
+	// their own.
+	dry     bool
+	replied bool // mu; resetAt and limiting hold a store reply
+	dead    bool // mu; removed by Sweep or evicted; look the key up again
+	m       *LeaseManager
 	// fetch is the prefetch handed to the Dispatcher, made at the lease's
 	// first prefetch (most leases never prefetch) so that later ones do
 	// not allocate; fetchWant and fetchLimits are its arguments, owned by
@@ -126,48 +158,22 @@ type lease struct {
 	fetchWant   int64
 	fetchLimits []Limit
 
-	// dueAt is the time of the lease's live entry in m.due (notDue when
-	// it has none); other entries for it are stale. queued counts the
-	// entries, live and stale, that name the lease. freshAt is 1 + the
-	// lease's index in m.fresh while it is there, else 0. Guarded by
-	// m.dueMu.
-	dueAt   int64
-	queued  int
-	freshAt int
-
-	// hint lets a single-goroutine Memory find the key's state without
-	// hashing the key (storeHint). Only the store touches it.
-	hint storeHint
-
-	mu       sync.Mutex // guards the fields below, unless single
-	limits   []Limit
-	capacity int64 // a cost above it can never be granted
-	smallest int   // index of the limit with the least capacity
-	replied  bool  // resetAt and limiting hold a store reply
-	size     int64 // B
-	credited int64 // tokens ever added to balance
-	drained  int64 // tokens ever removed from balance by returns
-	spent    int64 // tokens spent directly by synchronous takes
-	seenUsed int64 // used() at lastSeen
-	lastSeen int64 // local ms of the last observation
-	takenAt  int64 // store time of the last grant
-	expires  int64 // local ms: Sweep returns the balance from then on
-	blocked  int64 // local ms: requests costing blockFor or more are denied before
-	blockFor int64
-	// dry is set when the store's last reply denied the key or left it less than a batch:
-	// the key is at its limit. While a store call for a dry key is in flight, requests
-	// that find the balance short are denied locally instead of making calls of their own.
-	dry     bool
-	pending int // synchronous takes in flight
-	// returnedAt is the local ms of the latest return of tokens the balance could not
+	mu       sync.Mutex // guards the fields marked mu, unless single
+	capacity int64      // mu; a cost above it can never be granted
+	size     int64      // mu; B
+	credited int64      // mu; tokens ever added to balance
+	spent    int64      // mu; tokens spent directly by synchronous takes
+	seenUsed int64      // mu; used() at lastSeen
+	lastSeen int64      // mu; local ms of the last observation
+	blockFor int64      // mu
+	// returnedAt (mu) is the local ms of the latest return of tokens the balance could not
 	// hold (credit), 0 for none. Until returnGrace ms after it a reply that says the
 	// store is empty holds the key only until then (graceHold): it may have been
 	// computed before the return landed.
 	// (A time, not a count of returns in flight, so that a journal replays it exactly.)
 	returnedAt int64
-	dead       bool // removed by Sweep or evicted; look the key up again
-
-	rate admitted // the key's admitted rate, for the fallback bound
+	smallest   int32    // mu; index of the limit with the least capacity
+	rate       admitted // mu; the key's admitted rate, for the fallback bound
 }
 
 // Decision is the outcome of LeaseManager.Take.
@@ -235,11 +241,7 @@ func NewLeaseManager(cfg LeaseConfig) (*LeaseManager, error) {
 	if cfg.Dispatcher == nil {
 		cfg.Dispatcher = DispatchFunc(func(fn func(context.Context)) { fn(context.Background()) })
 	}
-	m := &LeaseManager{cfg: cfg, single: cfg.SingleGoroutine}
-	if m.single {
-		m.local = make(map[string]*lease)
-	}
-	return m, nil
+	return &LeaseManager{cfg: cfg, single: cfg.SingleGoroutine}, nil
 }
 
 // Take decides a request of cost tokens on key, whose limits are limits (the
@@ -328,6 +330,9 @@ func (m *LeaseManager) lookup(key string, clone bool, limits []Limit) *lease {
 	l := &lease{}
 	m.renew(l, key, limits)
 	if m.single {
+		if m.local == nil {
+			m.local = make(map[string]*lease)
+		}
 		m.local[key] = l
 	} else if v, loaded := m.leases.LoadOrStore(key, l); loaded {
 		return v.(*lease)
@@ -372,7 +377,7 @@ func (l *lease) setLimits(limits []Limit) {
 	l.limits, l.capacity, l.smallest = limits, MaxExact, 0
 	for i, lim := range limits {
 		if c := lim.Capacity(); c < l.capacity {
-			l.capacity, l.smallest = c, i
+			l.capacity, l.smallest = c, int32(i)
 		}
 	}
 }
@@ -401,7 +406,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	}
 	l.setLimits(limits)
 	if cost > l.capacity {
-		d := Decision{Local: true, RetryAfter: Never, Limiting: l.smallest, ResetAfter: limits[l.smallest].RefillMs()}
+		d := Decision{Local: true, RetryAfter: Never, Limiting: int(l.smallest), ResetAfter: limits[l.smallest].RefillMs()}
 		if l.replied {
 			d.Limiting, d.ResetAfter = int(l.limiting.Load()), max(0, l.resetAt.Load()-now)
 		}
@@ -411,7 +416,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	if now < l.blocked && cost >= l.blockFor {
 		d := Decision{Local: true, RetryAfter: l.blocked - now, Limiting: int(l.limiting.Load()), ResetAfter: max(0, l.resetAt.Load()-now)}
 		m.unlock(l)
-		m.shortCircuits.Add(1)
+		m.shortCircuits.add(m.single, 1)
 		return d, nil
 	}
 	if b := l.balance.Load(); b >= cost && l.balance.CompareAndSwap(b, b-cost) {
@@ -428,7 +433,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 		// flight per key is all an over-limit key costs the store, and nobody waits for it.
 		d := Decision{Local: true, RetryAfter: 1, Limiting: int(l.limiting.Load()), ResetAfter: max(1, l.resetAt.Load()-now)}
 		m.unlock(l)
-		m.shortCircuits.Add(1)
+		m.shortCircuits.add(m.single, 1)
 		return d, nil
 	}
 	l.observe(m, now)
@@ -436,7 +441,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	l.pending++
 	m.unlock(l)
 
-	m.fetches.Add(1)
+	m.fetches.add(m.single, 1)
 	res, err := m.cfg.Store.Take(ctx, req)
 	now = m.now()
 
@@ -444,7 +449,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	if err != nil && errors.As(err, &late) {
 		// The call goes on: it stays in flight (pending) until it lands, and its reply is
 		// then taken as a prefetch's. This request is decided without it.
-		m.storeErrors.Add(1)
+		m.storeErrors.add(m.single, 1)
 		late.Then(func(res Result, err error) { m.landLate(l, limits, res, err) })
 		return Decision{}, fmt.Errorf("lease %q: %w", l.key, err)
 	}
@@ -453,7 +458,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	defer m.settled(l)
 	l.pending--
 	if err != nil {
-		m.storeErrors.Add(1)
+		m.storeErrors.add(m.single, 1)
 		return Decision{}, fmt.Errorf("lease %q: %w", l.key, err)
 	}
 	m.landed(l, now, limits, res, cost)
@@ -497,10 +502,10 @@ func (m *LeaseManager) giveBack(l *lease, n, takenAt int64) {
 		return
 	}
 	req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now()), hint: &l.hint}
-	m.returned.Add(n)
+	m.returned.add(m.single, n)
 	m.cfg.Dispatcher.Go(func(ctx context.Context) {
 		if err := m.cfg.Store.Return(ctx, req); err != nil {
-			m.storeErrors.Add(1) // the tokens come back when the bucket refills
+			m.storeErrors.add(m.single, 1) // the tokens come back when the bucket refills
 		}
 	})
 }

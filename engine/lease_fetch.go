@@ -32,7 +32,7 @@ func (m *LeaseManager) prefetch(l *lease) {
 		l.fetch = l.runFetch
 	}
 	m.unlock(l)
-	m.fetches.Add(1)
+	m.fetches.add(m.single, 1)
 	m.cfg.Dispatcher.Go(l.fetch)
 }
 
@@ -52,7 +52,7 @@ func (l *lease) runFetch(ctx context.Context) {
 	var late *Late
 	if err != nil && errors.As(err, &late) {
 		// Still on its way: the prefetch stays in flight until it lands.
-		m.storeErrors.Add(1)
+		m.storeErrors.add(m.single, 1)
 		late.Then(func(res Result, err error) { l.landFetch(res, err, false) })
 		return
 	}
@@ -69,7 +69,7 @@ func (l *lease) landFetch(res Result, err error, count bool) {
 		// The next request below the watermark tries again; one that
 		// finds the balance short goes to the store itself.
 		if count {
-			m.storeErrors.Add(1)
+			m.storeErrors.add(m.single, 1)
 		}
 	default:
 		m.landed(l, now, l.fetchLimits, res, 1)

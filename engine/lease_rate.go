@@ -20,8 +20,9 @@ type admitted struct {
 	on     bool  // sampled at least once
 
 	// bound caches the fallback bucket made from perSec (fallbackOf), so
-	// that an outage does not make one per request.
-	bound []Limit
+	// that an outage does not make one per request. A pointer, not a
+	// slice: most keys never need one, and every lease carries the field.
+	bound *[1]Limit
 }
 
 // sample updates the average with the tokens l spent since the last sample:
@@ -80,15 +81,15 @@ func (m *LeaseManager) fallbackOf(key string, def []Limit, cost int64) []Limit {
 	}
 	perSec := clamp(FallbackFactor*a.perSec, 1, MaxExact/2000)
 	burst := max(perSec, cost)
-	if len(a.bound) == 1 && a.bound[0].Requests == perSec && a.bound[0].Burst == burst {
-		return a.bound
+	if a.bound != nil && a.bound[0].Requests == perSec && a.bound[0].Burst == burst {
+		return a.bound[:]
 	}
-	b := []Limit{{Algorithm: TokenBucket, Requests: perSec, Window: 1000, Burst: burst}}
+	b := &[1]Limit{{Algorithm: TokenBucket, Requests: perSec, Window: 1000, Burst: burst}}
 	if b[0].Validate() != nil {
 		return def
 	}
 	a.bound = b
-	return b
+	return b[:]
 }
 
 // find returns key's live lease, or nil.

@@ -17,6 +17,9 @@ import (
 // ctx; Sweep reports their errors joined.
 func (m *LeaseManager) Sweep(ctx context.Context) error {
 	now := m.now()
+	if m.idle(now) {
+		return nil
+	}
 	var errs []error
 	var again []*lease // drained now; Sweep may forget them at its next run
 	for {
@@ -27,6 +30,7 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 		m.lock(l)
 		var n int64
 		var req ReturnRequest
+		forgot := false
 		switch {
 		case now >= l.expires && l.balance.Load() > 0:
 			n = l.balance.Swap(0)
@@ -36,9 +40,11 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 			}
 			req = ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now), hint: &l.hint}
 		case now >= l.expires+m.cfg.TTL && now >= l.blocked && l.pending == 0 && !l.inflight.Load() && l.balance.Load() == 0:
+			// A lease Sweep finds due is live: a forgotten one has no entry.
 			m.forget(l)
+			forgot = true
 		}
-		if !l.dead {
+		if !forgot {
 			switch idle := max(l.expires+m.cfg.TTL, l.blocked); {
 			case now < l.expires:
 				m.scheduleBy(l, l.expires)
@@ -129,9 +135,9 @@ func (m *LeaseManager) returnNow(ctx context.Context, req ReturnRequest) error {
 	if req.N <= 0 {
 		return nil
 	}
-	m.returned.Add(req.N)
+	m.returned.add(m.single, req.N)
 	if err := m.cfg.Store.Return(ctx, req); err != nil {
-		m.storeErrors.Add(1)
+		m.storeErrors.add(m.single, 1)
 		return err
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // checkedSweep runs m.Sweep and then checks that it left nothing a walk over
@@ -36,7 +37,7 @@ func checkedSweep(t *testing.T, m *LeaseManager) {
 	live := 0
 	for i, l := range m.fresh {
 		if l != nil {
-			if l.freshAt != i+1 || l.dueAt != notDue {
+			if int(l.freshAt) != i+1 || l.dueAt != notDue {
 				t.Fatalf("after Sweep at %d: lease %q at %d of the fresh list says %d, due %d", now, l.key, i, l.freshAt-1, l.dueAt)
 			}
 			live++
@@ -178,5 +179,28 @@ func TestLeaseSweepVisitsOnlyDue(t *testing.T) {
 	checkedSweep(t, m)
 	if got := m.count(); got != 0 {
 		t.Errorf("%d leases left after two TTLs idle, want 0", got)
+	}
+}
+
+// TestLeaseLayout holds a lease to the layout its fields are ordered for: 320 bytes, a size
+// class whose objects are cache-line aligned, with what a hit and a visit from Sweep read in
+// the first line and what a return reads in the second.
+func TestLeaseLayout(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is for 64-bit platforms")
+	}
+	var l lease
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"size", unsafe.Sizeof(l), 320},
+		{"end of line 1", unsafe.Offsetof(l.freshAt) + unsafe.Sizeof(l.freshAt), 64},
+		{"key", unsafe.Offsetof(l.key), 64},
+		{"end of line 2", unsafe.Offsetof(l.hint) + unsafe.Sizeof(l.hint), 128},
+	} {
+		if c.got != c.want {
+			t.Errorf("lease %s: got %d, want %d", c.name, c.got, c.want)
+		}
 	}
 }

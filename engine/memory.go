@@ -21,15 +21,16 @@ type Memory struct {
 	single bool // one goroutine only: one map, no locks
 	local  bool // NewLocalMemory: keys expire without MinTTL
 	seed   maphash.Seed
-	shards [memShards]memShard
+	shards []memShard // memShards of them, or one when single
 }
 
 const memShards = 32
 
 type memShard struct {
-	mu    sync.Mutex
-	m     map[string]*memEntry
-	exact exactCache
+	mu       sync.Mutex
+	m        map[string]*memEntry
+	exact    exactCache
+	expiries expiryList // when Expire must look at which entry
 }
 
 type memEntry struct {
@@ -38,6 +39,11 @@ type memEntry struct {
 	expire  int64 // ms; the state is gone from this instant on
 	dropped bool  // removed from the map by Expire; a MemoryHandle looks the key up again
 	inline  [2]slot
+	key     string // the entry's key in the map
+	// dueAt is the entry's live time in its shard's expiries (notDue when
+	// it has none), never later than expire; other times naming it there
+	// are stale.
+	dueAt int64
 }
 
 // ErrNoClock is returned by a store asked to use its own clock (Now ≤ 0) when
@@ -48,11 +54,7 @@ var ErrNoClock = errors.New("store has no clock and the request has no time")
 // used for requests whose Now is 0 or less; it may be nil when every request
 // carries its time.
 func NewMemory(clock Clock) *Memory {
-	m := &Memory{clock: clock, seed: maphash.MakeSeed()}
-	for i := range m.shards {
-		m.shards[i].m = make(map[string]*memEntry)
-	}
-	return m
+	return &Memory{clock: clock, seed: maphash.MakeSeed(), shards: make([]memShard, memShards)}
 }
 
 // NewLocalMemory returns a Memory, safe for concurrent use, whose keys expire
@@ -84,7 +86,14 @@ func (m *Memory) ttlOf(limits []exact) int64 {
 // loop: it keeps one map and takes no locks. Its decisions and state are
 // those of NewMemory, bit for bit.
 func NewSingleGoroutineMemory(clock Clock) *Memory {
-	return &Memory{clock: clock, single: true, shards: [memShards]memShard{{m: make(map[string]*memEntry)}}}
+	// One allocation for the Memory and its one shard: a simulation makes one per shard of
+	// its keys, and a concurrent Memory's 32 shards cost 17 KB.
+	s := &struct {
+		m  Memory
+		sh [1]memShard
+	}{m: Memory{clock: clock, single: true}}
+	s.m.shards = s.sh[:]
+	return &s.m
 }
 
 // Take implements Store.
@@ -124,7 +133,7 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 		e = m.hinted(sh, key, r.hint, len(limits), now)
 	}
 	res := take(limits, e.slots, now, want, need)
-	e.touch(now, m.ttlOf(limits))
+	sh.touch(e, now, m.ttlOf(limits))
 	return res, nil
 }
 
@@ -146,29 +155,20 @@ func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
 	}
 	e := m.hinted(sh, r.Key, r.hint, len(limits), now)
 	giveBack(limits, e.slots, now, n, r.TakenAt)
-	e.touch(now, m.ttlOf(limits))
+	sh.touch(e, now, m.ttlOf(limits))
 	return nil
 }
 
 // Expire drops the state of every key whose TTL has passed at now and returns
 // how many it dropped. Expired state is never used either way; Expire only
-// frees memory, so callers run it now and then.
+// frees memory, so callers run it now and then. It reads only the keys that
+// may have expired (a list of expiry times), not every key.
 func (m *Memory) Expire(now int64) int {
 	dropped := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
-		if sh.m == nil {
-			continue // a single-goroutine Memory uses the first shard only
-		}
 		m.lockShard(sh)
-		n := 0
-		for k, e := range sh.m {
-			if now >= e.expire {
-				e.dropped = true
-				delete(sh.m, k)
-				n++
-			}
-		}
+		n := sh.expire(now)
 		if n > 1024 && n > 2*len(sh.m) {
 			// A Go map keeps its size after deletes: after a flood of keys, copy the
 			// live ones into a map of their own size, so the memory comes back.
@@ -189,9 +189,6 @@ func (m *Memory) Len() int {
 	n := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
-		if sh.m == nil {
-			continue
-		}
 		m.lockShard(sh)
 		n += len(sh.m)
 		m.unlock(sh)
@@ -265,12 +262,12 @@ func (m *Memory) unlock(sh *memShard) {
 func (sh *memShard) entry(key string, clone bool, n int, now int64) *memEntry {
 	e := sh.m[key]
 	if e == nil {
-		e = &memEntry{}
-		e.slots = e.inline[:0]
 		if clone {
 			key = strings.Clone(key)
 		}
-		sh.m[key] = e
+		e = &memEntry{key: key, dueAt: notDue}
+		e.slots = e.inline[:0]
+		sh.add(key, e)
 	}
 	e.renew(n, now)
 	return e
@@ -285,10 +282,20 @@ func (sh *memShard) reentry(key string, old *memEntry, n int, now int64) *memEnt
 	if e == nil {
 		e = old
 		e.slots, e.last, e.expire, e.dropped = e.slots[:0], 0, 0, false
-		sh.m[key] = e
+		sh.add(key, e)
 	}
 	e.renew(n, now)
 	return e
+}
+
+// add puts e in sh's map under key, making the map with its first key: a
+// Memory that never sees one (a simulation has one per shard of its keys)
+// costs no map. The caller holds sh's lock.
+func (sh *memShard) add(key string, e *memEntry) {
+	if sh.m == nil {
+		sh.m = make(map[string]*memEntry)
+	}
+	sh.m[key] = e
 }
 
 // storeHint is a lease's memory of its key's entry in a single-goroutine
@@ -298,9 +305,8 @@ func (sh *memShard) reentry(key string, old *memEntry, n int, now int64) *memEnt
 // key, entry not dropped) before it is used, and a concurrent Memory
 // ignores it: two goroutines may call the store for one lease at once.
 type storeHint struct {
-	m   *Memory
-	key string
-	e   *memEntry
+	m *Memory
+	e *memEntry
 }
 
 // hinted is sh.entry for a request that may carry a hint. The caller
@@ -309,16 +315,17 @@ func (m *Memory) hinted(sh *memShard, key string, h *storeHint, n int, now int64
 	if !m.single || h == nil {
 		return sh.entry(key, false, n, now)
 	}
-	if h.m == m && h.e != nil && h.key == key {
-		if h.e.dropped {
-			h.e = sh.reentry(key, h.e, n, now)
+	if e := h.e; h.m == m && e != nil && e.key == key {
+		if e.dropped {
+			e = sh.reentry(key, e, n, now)
+			h.e = e
 		} else {
-			h.e.renew(n, now)
+			e.renew(n, now)
 		}
-		return h.e
+		return e
 	}
 	e := sh.entry(key, false, n, now)
-	*h = storeHint{m: m, key: key, e: e}
+	*h = storeHint{m: m, e: e}
 	return e
 }
 
@@ -332,10 +339,18 @@ func (e *memEntry) renew(n int, now int64) {
 	}
 }
 
-// touch renews the TTL from the latest time the key has seen: a clock that
+// touch renews e's TTL from the latest time the key has seen: a clock that
 // steps back must not shorten it, or the state could vanish while the
-// stored state would still decide differently from fresh state.
-func (e *memEntry) touch(now, ttl int64) {
+// stored state would still decide differently from fresh state. The caller
+// holds sh's lock.
+func (sh *memShard) touch(e *memEntry, now, ttl int64) {
 	e.last = max(e.last, now)
 	e.expire = e.last + ttl
+	if e.expire < e.dueAt {
+		// A new entry, or its TTL shrank with its limits: a later expiry
+		// costs nothing now, Expire moves the entry's time on when it
+		// finds it early.
+		e.dueAt = e.expire
+		sh.expiries = append(sh.expiries, expiry{at: e.expire, e: e})
+	}
 }
