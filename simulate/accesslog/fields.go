@@ -216,7 +216,7 @@ func timeKeys(m Mapping) string {
 
 // set stores value v into rec's field, unless it is empty or the field already has a value
 // from a key of lower rank (ranks).
-func (tg target) set(rec *Record, v string, ranks *fieldRanks) error {
+func (tg *target) set(rec *Record, v string, ranks *fieldRanks) error {
 	if v == "" || v == "-" {
 		return nil
 	}

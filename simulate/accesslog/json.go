@@ -18,6 +18,10 @@ type jsonParser struct {
 	// nested records whether any mapped key is dotted, so plain logs skip objects quickly.
 	nested bool
 	ranks  fieldRanks // the current line's (target.set)
+	// predicted[i] is the entry of the i-th top-level key of the last line that had one
+	// there, if it was found exactly, or if it has no target its entry in unknown (key).
+	predicted []*keyTarget
+	unknown   map[string]*keyTarget // entries of plain top-level keys without a target
 	// seen[i] says a line had a value for the mapped key of target.mapped i+1 (Reader.Unseen).
 	seen []bool
 }
@@ -49,16 +53,19 @@ type keyIndex struct {
 type keyTarget struct {
 	key string
 	tg  target
+	// plain says key has no byte that a JSON string must escape, so a line has it as it is.
+	plain bool
 }
 
 func newKeyIndex(keys map[string]target) *keyIndex {
 	ix := new(keyIndex)
 	for k, tg := range keys {
 		b := &ix.buckets[keyBucket(k)]
-		*b = append(*b, keyTarget{k, tg})
+		plain := plainEnd(k, 0) == len(k)
+		*b = append(*b, keyTarget{k, tg, plain})
 		if tg.fold {
 			b := &ix.folded[keyBucket(k)]
-			*b = append(*b, keyTarget{k, tg})
+			*b = append(*b, keyTarget{k, tg, plain})
 		}
 	}
 	return ix
@@ -76,22 +83,26 @@ func bucketOf(n int, first, last byte) int {
 	return (n*31 + int(first)*7 + int(last)) & 127
 }
 
-func (ix *keyIndex) find(k string) (target, bool) {
-	for _, e := range ix.buckets[keyBucket(k)] {
-		if e.key == k {
-			return e.tg, true
+// find returns the entry of key k, or nil. The entries are large, so they are compared in
+// place, not copied out.
+func (ix *keyIndex) find(k string) *keyTarget {
+	b := ix.buckets[keyBucket(k)]
+	for i := range b {
+		if b[i].key == k {
+			return &b[i]
 		}
 	}
 	if k == "" {
-		return target{}, false
+		return nil
 	}
 	// The bucket of k in lower case.
-	for _, e := range ix.folded[bucketOf(len(k), lower(k[0]), lower(k[len(k)-1]))] {
-		if equalLower(k, e.key) {
-			return e.tg, true
+	b = ix.folded[bucketOf(len(k), lower(k[0]), lower(k[len(k)-1]))]
+	for i := range b {
+		if equalLower(k, b[i].key) {
+			return &b[i]
 		}
 	}
-	return target{}, false
+	return nil
 }
 
 func lower(c byte) byte {
@@ -150,9 +161,9 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 		sc.i++
 		return nil
 	}
-	for {
+	for pos := 0; ; pos++ {
 		sc.ws()
-		key, err := sc.str()
+		path, tg, err := p.key(sc, prefix, pos)
 		if err != nil {
 			return err
 		}
@@ -165,23 +176,18 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 		if sc.i >= len(sc.s) {
 			return sc.errAt("want a value")
 		}
-		path := key
-		if prefix != "" {
-			path = prefix + "." + key
-		}
 		switch c := sc.s[sc.i]; {
+		case c == '"' && tg == nil:
+			if err := sc.skipStr(); err != nil {
+				return err
+			}
 		case c == '"':
 			v, err := sc.str()
 			if err != nil {
 				return err
 			}
-			if tg, ok := p.keys.find(path); ok {
-				if tg.mapped > 0 {
-					p.seen[tg.mapped-1] = true
-				}
-				if err := tg.set(rec, v, &p.ranks); err != nil {
-					return fmt.Errorf("%s: %w", path, err)
-				}
+			if err := p.store(tg, rec, v); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
 			}
 		case c == '{' && p.nested:
 			if err := p.object(sc, path, rec, depth+1); err != nil {
@@ -196,11 +202,8 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 			if err := sc.literal(); err != nil {
 				return err
 			}
-			if tg, ok := p.keys.find(path); ok && sc.s[start] != 'n' {
-				if tg.mapped > 0 {
-					p.seen[tg.mapped-1] = true
-				}
-				if err := tg.set(rec, sc.s[start:sc.i], &p.ranks); err != nil {
+			if tg != nil && sc.s[start] != 'n' {
+				if err := p.store(tg, rec, sc.s[start:sc.i]); err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 			}
@@ -219,6 +222,89 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 			return sc.errAt("want ',' or '}'")
 		}
 	}
+}
+
+// key parses the key at sc.i, the pos-th of the object at prefix, and returns its dotted path
+// and its target, nil if it has none. The lines of a log have their keys in the same order, so
+// a top-level key is first compared with the one the last line had at its place that was
+// found exactly, or that has no target (p.predicted): when the line has it, quoted, it needs
+// neither scanning nor looking up.
+func (p *jsonParser) key(sc *jsonScan, prefix string, pos int) (string, *target, error) {
+	top := prefix == "" && pos < maxPredicted
+	if top && pos < len(p.predicted) {
+		if e := p.predicted[pos]; e != nil && quotedAt(sc.s, sc.i, e.key) {
+			sc.i += len(e.key) + 2
+			if e.tg.f == fieldNone {
+				return e.key, nil, nil
+			}
+			return e.key, &e.tg, nil
+		}
+	}
+	key, err := sc.str()
+	if err != nil {
+		return "", nil, err
+	}
+	path := key
+	if prefix != "" {
+		path = prefix + "." + key
+	}
+	e := p.keys.find(path)
+	if top {
+		for len(p.predicted) <= pos {
+			p.predicted = append(p.predicted, nil)
+		}
+		p.predicted[pos] = nil
+		switch {
+		case e != nil && e.plain && e.key == path:
+			p.predicted[pos] = e
+		case e == nil:
+			p.predicted[pos] = p.unmapped(key)
+		}
+	}
+	if e == nil {
+		return path, nil, nil
+	}
+	return path, &e.tg, nil
+}
+
+// unmapped returns an entry without a target for key, a top-level key that has none, for
+// jsonParser.predicted: from p.unknown, where it is added if there is room. It returns nil if
+// key is not plain or there is no room.
+func (p *jsonParser) unmapped(key string) *keyTarget {
+	if e, ok := p.unknown[key]; ok {
+		return e
+	}
+	if len(p.unknown) >= maxUnknown || plainEnd(key, 0) != len(key) {
+		return nil
+	}
+	if p.unknown == nil {
+		p.unknown = map[string]*keyTarget{}
+	}
+	key = strings.Clone(key) // not the line's memory, which the caller reuses
+	e := &keyTarget{key: key, plain: true}
+	p.unknown[key] = e
+	return e
+}
+
+// maxPredicted and maxUnknown bound jsonParser.predicted and unknown, and so their memory and
+// the allocations that fill them, whatever the lines.
+const (
+	maxPredicted = 64
+	maxUnknown   = 256
+)
+
+// quotedAt reports whether s has key in quotes at i.
+func quotedAt(s string, i int, key string) bool {
+	end := i + len(key) + 1
+	return end < len(s) && s[i] == '"' && s[end] == '"' && s[i+1:end] == key
+}
+
+// store sets tg's field of rec to v, noting that the line had a value for a mapped key.
+func (p *jsonParser) store(tg *target, rec *Record, v string) error {
+	if tg.mapped > 0 {
+		p.seen[tg.mapped-1] = true
+	}
+	return tg.set(rec, v, &p.ranks)
 }
 
 func (sc *jsonScan) errAt(msg string) error {
@@ -243,30 +329,70 @@ func (sc *jsonScan) str() (string, error) {
 		return "", sc.errAt("want a string")
 	}
 	start := sc.i + 1
-	j := start
-	// Skip eight plain bytes at a time: a line's strings (tokens, IDs, paths) are most of its
-	// bytes, and this loop was the parser's largest cost.
-	for j+8 <= len(sc.s) {
-		if m := stringSpecials(stringWord(sc.s, j)); m != 0 {
-			j += bits.TrailingZeros64(m) / 8 // the byte loop below starts at it
-			break
-		}
-		j += 8
+	j := plainEnd(sc.s, start)
+	switch {
+	case j == len(sc.s):
+		sc.i = j
+		return "", sc.errAt("unterminated string")
+	case sc.s[j] == '"':
+		sc.i = j + 1
+		return sc.s[start:j], nil
+	case sc.s[j] == '\\':
+		return sc.escaped(start)
 	}
-	for ; j < len(sc.s); j++ {
-		switch c := sc.s[j]; {
-		case c == '"':
+	sc.i = j
+	return "", sc.errAt("control character in string")
+}
+
+// skipStr skips a string at sc.i (which is '"') that the parser does not store: it checks it
+// as str does, failing with str's errors, but decodes no escape.
+func (sc *jsonScan) skipStr() error {
+	j := sc.i + 1
+	for {
+		j = plainEnd(sc.s, j)
+		switch {
+		case j == len(sc.s) || (sc.s[j] == '\\' && j+1 == len(sc.s)):
+			sc.i = len(sc.s)
+			return sc.errAt("unterminated string")
+		case sc.s[j] == '"':
 			sc.i = j + 1
-			return sc.s[start:j], nil
-		case c == '\\':
-			return sc.escaped(start)
-		case c < 0x20:
+			return nil
+		case sc.s[j] != '\\':
 			sc.i = j
-			return "", sc.errAt("control character in string")
+			return sc.errAt("control character in string")
+		}
+		switch sc.s[j+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			j += 2
+		case 'u':
+			// A surrogate pair is two escapes that each pass alone, as escaped finds.
+			if _, ok := hex4(sc.s, j+2); !ok {
+				sc.i = j + 2
+				return sc.errAt(`bad \u escape`)
+			}
+			j += 6
+		default:
+			sc.i = j + 1
+			return sc.errAt("bad escape")
 		}
 	}
-	sc.i = len(sc.s)
-	return "", sc.errAt("unterminated string")
+}
+
+// plainEnd returns the index of the first byte of s from i on that ends a plain run of a JSON
+// string (a quote, a backslash or a control character), or len(s). It tests eight bytes at a
+// time: a line's strings (tokens, IDs, paths) are most of its bytes.
+func plainEnd(s string, i int) int {
+	for ; i+8 <= len(s); i += 8 {
+		if m := stringSpecials(stringWord(s, i)); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return i
 }
 
 // stringWord is the eight bytes of s from i, little-endian; the compiler makes it one load.
@@ -280,11 +406,13 @@ func stringWord(s string, i int) uint64 {
 // quote, a backslash or a control character. It tests all eight bytes at once with the bit
 // tricks for "has a zero byte" and "has a byte less than n" (Hacker's Delight): the result
 // is 0 exactly when no byte qualifies, and otherwise its lowest set bit is the high bit of
-// the first qualifying byte (higher bits may be wrong, so only the lowest is used).
+// the first qualifying byte (higher bits may be wrong, so only the lowest is used). Flipping
+// bit 1 of every byte turns the quote (0x22) into 0x20 and keeps control characters below it,
+// so one "less than 0x21" test finds both.
 func stringSpecials(v uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote, backslash := v^(ones*'"'), v^(ones*'\\')
-	return ((quote-ones)&^quote | (backslash-ones)&^backslash | (v-ones*0x20)&^v) & highs
+	quoteOrControl, backslash := v^(ones*0x02), v^(ones*'\\')
+	return ((quoteOrControl-ones*0x21)&^quoteOrControl | (backslash-ones)&^backslash) & highs
 }
 
 // escaped decodes a string with escapes, starting after its opening quote.
@@ -418,7 +546,7 @@ func (sc *jsonScan) skipComposite() error {
 				return nil
 			}
 		case '"':
-			if _, err := sc.str(); err != nil {
+			if err := sc.skipStr(); err != nil {
 				return err
 			}
 		default:
