@@ -17,6 +17,7 @@ type LeaseHandle struct {
 	key    string
 	limits []Limit
 	l      *lease // nil until the first Take; a dead one is replaced
+	gen    uint32 // l's generation: another is a lease reused for another key
 }
 
 // Handle returns a handle on key, whose limits are limits (the same for
@@ -35,9 +36,9 @@ func (h *LeaseHandle) Key() string { return h.key }
 // limits, cost) does.
 func (h *LeaseHandle) Take(ctx context.Context, cost int64) (d Decision, err error) {
 	m, l := h.m, h.l
-	if l == nil {
+	if l == nil || l.gen != h.gen {
 		l = m.lookup(h.key, false, h.limits)
-		h.l = l
+		h.l, h.gen = l, l.gen
 	}
 	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
@@ -48,7 +49,7 @@ func (h *LeaseHandle) Take(ctx context.Context, cost int64) (d Decision, err err
 	// would have on the key's new lease, which the keyed Take would find.
 	if h.dead(l) {
 		l = m.relookup(l, h.limits)
-		h.l = l
+		h.l, h.gen = l, l.gen
 		if rest, ok := m.spend(l, cost); ok {
 			m.refill(l, rest)
 			m.hit(&d, l, rest)

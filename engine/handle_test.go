@@ -125,7 +125,8 @@ func TestMemoryHandleErrors(t *testing.T) {
 
 // A handle whose lease Sweep forgot finds the key's lease again: on a single-goroutine
 // manager its old lease itself, made fresh, unless a keyed Take made the key a new lease
-// meanwhile; the store state behind the lease's hint is found again after Expire dropped it.
+// meanwhile (of a spare, here the old lease itself, in a new generation); the store state
+// behind the lease's hint is found again after Expire dropped it.
 func TestLeaseHandleRevives(t *testing.T) {
 	ctx := context.Background()
 	v := &virtual{now: 1000}
@@ -164,6 +165,7 @@ func TestLeaseHandleRevives(t *testing.T) {
 	}{{false, true}, {true, false}, {false, true}}
 	for i, st := range steps {
 		old := forget()
+		oldGen := old.gen
 		if st.keyed {
 			if _, err := m.Take(ctx, "k", limits, 1); err != nil {
 				t.Fatal(err)
@@ -173,7 +175,9 @@ func TestLeaseHandleRevives(t *testing.T) {
 		if err != nil || !d.OK {
 			t.Fatalf("step %d: got %+v, %v", i, d, err)
 		}
-		if got := h.l == old; got != st.same || h.l != m.local["k"] || h.l.dead {
+		// A keyed Take may make the key's new lease of the old one, which it finds spare,
+		// but with a new generation.
+		if got := h.l == old && h.l.gen == oldGen; got != st.same || h.l != m.local["k"] || h.l.dead || h.gen != h.l.gen {
 			t.Errorf("step %d: old lease reused %v, want %v (live %v, dead %v)", i, got, st.same, h.l == m.local["k"], h.l.dead)
 		}
 		if !st.keyed {
@@ -186,5 +190,42 @@ func TestLeaseHandleRevives(t *testing.T) {
 	}
 	if got, want := m.Stranded(), balances(m); got != want {
 		t.Errorf("stranded: got %d, leases hold %d", got, want)
+	}
+}
+
+// A lease that Sweep forgot is reused for a new key; a handle that held it for its old key
+// finds its own key's lease instead of spending the new key's tokens.
+func TestLeaseHandleSpareReused(t *testing.T) {
+	ctx := context.Background()
+	v := &virtual{now: 1000}
+	m := newTestManager(t, NewSingleGoroutineMemory(v), v, LeaseConfig{MinLease: 5, MaxLease: 5, TTL: 100, SingleGoroutine: true})
+	limits := []Limit{{Requests: 1000, Window: 1000}}
+	ha := m.Handle("a", limits)
+	if _, err := ha.Take(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	old := ha.l
+	for i := 0; i < 10 && !old.dead; i++ {
+		v.advance(v.now + 100)
+		if err := m.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !old.dead || !old.spare {
+		t.Fatalf("lease not kept spare: dead %v, spare %v", old.dead, old.spare)
+	}
+	if _, err := m.Take(ctx, "b", limits, 1); err != nil {
+		t.Fatal(err)
+	}
+	b := m.local["b"]
+	if b != old || b.key != "b" || b.balance.Load() != 4 {
+		t.Fatalf("key b's lease: reused %v, key %q, balance %d; want the spare, b, 4", b == old, b.key, b.balance.Load())
+	}
+	d, err := ha.Take(ctx, 1)
+	if err != nil || !d.OK || d.Local {
+		t.Fatalf("handle on a: got %+v, %v; want a store call for a's new lease", d, err)
+	}
+	if ha.l == b || ha.l != m.local["a"] || b.balance.Load() != 4 {
+		t.Errorf("handle on a holds b's lease %v, a's %v; b's balance %d, want 4", ha.l == b, ha.l == m.local["a"], b.balance.Load())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,11 +101,19 @@ type LeaseManager struct {
 	seen plainable
 	_    [56]byte
 
-	dueMu sync.Mutex // guards due, fresh and every lease's dueAt, queued and freshAt
+	dueMu sync.Mutex // guards due, fresh and every lease's dueAt and freshAt
 	due   dueHeap    // when Sweep must look at which lease next
 	fresh []*lease   // new leases for Sweep to look at, nil where one was scheduled since
 
 	fetches, shortCircuits, returned, storeErrors plainable
+
+	// spares are forgotten leases that a single-goroutine manager reuses
+	// for new keys, oldest first from spareAt, instead of allocating a
+	// lease (and its prefetch closure) for every key a replay brings.
+	// Entries whose lease is no longer spare (a handle revived it) are
+	// skipped; nSpares counts those that are.
+	spares           []*lease
+	spareAt, nSpares int
 
 	leases sync.Map // key string → *lease, unless single
 }
@@ -121,15 +130,17 @@ type lease struct {
 	expires  int64        // mu; local ms: Sweep returns the balance from then on
 	blocked  int64        // mu; local ms: requests costing blockFor or more are denied before
 	// dueAt is the time of the lease's live entry in m.due (notDue when
-	// it has none); other entries for it are stale. queued counts the
-	// entries, live and stale, that name the lease. freshAt is 1 + the
+	// it has none); other entries for it are stale. freshAt is 1 + the
 	// lease's index in m.fresh while it is there, else 0. Guarded by
 	// m.dueMu.
 	dueAt    int64
 	limiting atomic.Int32 // the last store reply's Limiting
 	inflight atomic.Bool  // a prefetch is on its way
-	queued   int32
 	freshAt  int32
+	// gen counts the keys a single-goroutine manager reused the lease
+	// for (spare): a handle holding it for an earlier key looks its key up
+	// again. It changes only while no goroutine but the owner's can see l.
+	gen uint32
 
 	// Line 2: what a return of the balance to the store reads.
 	key     string
@@ -149,6 +160,7 @@ type lease struct {
 	dry     bool
 	replied bool // mu; resetAt and limiting hold a store reply
 	dead    bool // mu; removed by Sweep or evicted; look the key up again
+	spare   bool // dead and in m.spares, to be reused
 	m       *LeaseManager
 	// fetch is the prefetch handed to the Dispatcher, made at the lease's
 	// first prefetch (most leases never prefetch) so that later ones do
@@ -327,7 +339,7 @@ func (m *LeaseManager) lookup(key string, clone bool, limits []Limit) *lease {
 	if clone {
 		key = strings.Clone(key)
 	}
-	l := &lease{}
+	l := m.spare()
 	m.renew(l, key, limits)
 	if m.single {
 		if m.local == nil {
@@ -342,16 +354,22 @@ func (m *LeaseManager) lookup(key string, clone bool, limits []Limit) *lease {
 	return l
 }
 
-// relookup is lookup of the key of l, a lease Sweep forgot. A
-// single-goroutine manager makes l itself the key's lease again, fresh,
-// rather than allocate another (with its prefetch closure) each time a key
-// that Sweep forgets comes back: unless a keyed Take made the key a new
-// lease meanwhile, or a stale entry in the due heap still names l (it would
-// look live again). Handles that still hold l then hold the key's lease,
-// as they would after their own lookup.
+// relookup is lookup of the key of l, a lease Sweep forgot and nothing has
+// reused yet. A single-goroutine manager makes l itself the key's lease
+// again, fresh, rather than take another each time a key that Sweep
+// forgets comes back (l keeps its store hint for the key), unless a keyed
+// Take made the key a new lease meanwhile. Handles that still hold l then
+// hold the key's lease, as they would after their own lookup. A stale
+// entry in the due heap that names l may look live again; it is due when
+// l's live entry is, so Sweep's first visit takes l off the heap and finds
+// the other stale.
 func (m *LeaseManager) relookup(l *lease, limits []Limit) *lease {
-	if !m.single || l.queued > 0 || m.local[l.key] != nil {
+	if !m.single || m.local[l.key] != nil {
 		return m.lookup(l.key, false, limits)
+	}
+	if l.spare {
+		l.spare = false // its entry in m.spares is skipped
+		m.nSpares--
 	}
 	m.renew(l, l.key, limits)
 	m.local[l.key] = l
@@ -360,10 +378,52 @@ func (m *LeaseManager) relookup(l *lease, limits []Limit) *lease {
 	return l
 }
 
-// renew makes l a new lease of key, keeping its prefetch closure and its
-// store hint (made for l and checked by the store before use).
+// spare returns a lease to make a new key's: the oldest spare of a
+// single-goroutine manager, with a new generation, or else a new lease.
+func (m *LeaseManager) spare() *lease {
+	for m.nSpares > 0 { // never on a concurrent manager
+		l := m.spares[m.spareAt]
+		m.spares[m.spareAt] = nil
+		m.spareAt++
+		if !l.spare {
+			continue
+		}
+		l.spare = false
+		l.gen++
+		if m.nSpares--; m.nSpares == 0 {
+			clear(m.spares[m.spareAt:]) // revived leases
+			m.spares, m.spareAt = m.spares[:0], 0
+		}
+		return l
+	}
+	return &lease{}
+}
+
+// keepSpare keeps l, which forget just made dead, for reuse, unless the
+// manager keeps enough spares for its number of leases already.
+func (m *LeaseManager) keepSpare(l *lease) {
+	if !m.single || m.nSpares >= max(maxSpares, len(m.local)/4) || l.gen == math.MaxUint32 {
+		return // a generation is never used twice
+	}
+	if m.spareAt > len(m.spares)/2 {
+		// Entries before spareAt are taken; revived ones are skipped.
+		n := copy(m.spares, m.spares[m.spareAt:])
+		clear(m.spares[n:])
+		m.spares, m.spareAt = m.spares[:n], 0
+	}
+	l.spare = true
+	m.nSpares++
+	m.spares = append(m.spares, l)
+}
+
+// maxSpares is how many spare leases a manager with few leases keeps; one
+// with more keeps a quarter of its number of leases.
+const maxSpares = 16
+
+// renew makes l a new lease of key, keeping its generation, its prefetch
+// closure and its store hint (checked by the store before use).
 func (m *LeaseManager) renew(l *lease, key string, limits []Limit) {
-	*l = lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue, fetch: l.fetch, hint: l.hint}
+	*l = lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue, gen: l.gen, fetch: l.fetch, hint: l.hint}
 	l.setLimits(limits)
 	l.lowWater.Store(m.lowWater(l.size))
 }
@@ -445,8 +505,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 	res, err := m.cfg.Store.Take(ctx, req)
 	now = m.now()
 
-	var late *Late
-	if err != nil && errors.As(err, &late) {
+	if late := lateOf(err); late != nil {
 		// The call goes on: it stays in flight (pending) until it lands, and its reply is
 		// then taken as a prefetch's. This request is decided without it.
 		m.storeErrors.add(m.single, 1)

@@ -77,6 +77,7 @@ func (m *LeaseManager) forget(l *lease) {
 	l.dead = true
 	if m.single {
 		delete(m.local, l.key)
+		m.keepSpare(l)
 	} else {
 		m.leases.CompareAndDelete(l.key, l)
 	}
@@ -94,7 +95,6 @@ func (m *LeaseManager) popSoonest() (*lease, int64) {
 	}
 	for len(m.due) > 0 {
 		e := m.due.pop()
-		e.l.queued--
 		if e.at == e.l.dueAt {
 			e.l.dueAt = notDue
 			return e.l, e.at

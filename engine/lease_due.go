@@ -85,7 +85,6 @@ func (m *LeaseManager) scheduleBy(l *lease, at int64) {
 	}
 	if at < l.dueAt {
 		l.dueAt = at
-		l.queued++
 		m.due.push(dueEntry{at: at, l: l})
 	}
 }
@@ -141,7 +140,6 @@ func (m *LeaseManager) popDue(now int64) *lease {
 	m.due.shrink()
 	for len(m.due) > 0 && m.due[0].at <= now {
 		e := m.due.pop()
-		e.l.queued--
 		if e.at == e.l.dueAt {
 			e.l.dueAt = notDue
 			return e.l

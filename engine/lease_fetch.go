@@ -49,14 +49,27 @@ func (m *LeaseManager) calledOff(l *lease) {
 func (l *lease) runFetch(ctx context.Context) {
 	m := l.m
 	res, err := m.cfg.Store.Take(ctx, TakeRequest{Key: l.key, Limits: l.fetchLimits, Want: l.fetchWant, Min: 1, Now: m.storeNow(m.now()), hint: &l.hint})
-	var late *Late
-	if err != nil && errors.As(err, &late) {
+	if late := lateOf(err); late != nil {
 		// Still on its way: the prefetch stays in flight until it lands.
 		m.storeErrors.add(m.single, 1)
 		late.Then(func(res Result, err error) { l.landFetch(res, err, false) })
 		return
 	}
 	l.landFetch(res, err, true)
+}
+
+// lateOf returns the Late that err is or wraps, or nil. It is a function of
+// its own so that the variable errors.As needs escapes, and is allocated,
+// only when a store call failed, not at every call.
+func lateOf(err error) *Late {
+	if err == nil {
+		return nil
+	}
+	var late *Late
+	if errors.As(err, &late) {
+		return late
+	}
+	return nil
 }
 
 // landFetch takes a prefetch's reply; counted says its error is counted already.
