@@ -85,8 +85,9 @@ type replay struct {
 	admitted int64
 }
 
-// newReplay makes a replay over shards shards that has keys built for lines lines.
-func newReplay(tb testing.TB, shards, lines int, digest bool) *replay {
+// newReplay makes a replay over shards shards that has keys built for lines lines. keyCap,
+// when above 0, bounds the leases of each shard's managers together (KeyCap).
+func newReplay(tb testing.TB, shards, lines int, keyCap int64, digest bool) *replay {
 	r := &replay{ctx: context.Background(), nowUs: 1_700_000_000_000_000, rng: rand.New(rand.NewPCG(1, 2))}
 	r.nextTick = r.nowUs/1000 - r.nowUs/1000%1000 + 1000
 	if digest {
@@ -101,11 +102,15 @@ func newReplay(tb testing.TB, shards, lines int, digest bool) *replay {
 	for s := range r.shards {
 		sh := &r.shards[s]
 		sh.store, sh.ideal = NewSingleGoroutineMemory(clock), NewSingleGoroutineMemory(clock)
+		var keys *KeyCap
+		if keyCap > 0 {
+			keys = NewKeyCap(keyCap)
+		}
 		for _, rule := range replayRules {
 			var ms []*LeaseManager
 			for range replayGateways {
 				cfg := rule.lease
-				cfg.Store, cfg.Clock, cfg.Dispatcher, cfg.SingleGoroutine = sh.store, clock, dispatch, true
+				cfg.Store, cfg.Clock, cfg.Dispatcher, cfg.SingleGoroutine, cfg.Keys = sh.store, clock, dispatch, true, keys
 				m, err := NewLeaseManager(cfg)
 				if err != nil {
 					tb.Fatal(err)
@@ -289,7 +294,7 @@ func BenchmarkReplayLike(b *testing.B) {
 	for _, shards := range []int{1, 64} {
 		b.Run(fmt.Sprint("shards=", shards), func(b *testing.B) {
 			const warm = 200_000
-			r := newReplay(b, shards, warm+b.N, false)
+			r := newReplay(b, shards, warm+b.N, 0, false)
 			r.run(b, warm)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -309,18 +314,22 @@ func BenchmarkReplayLike(b *testing.B) {
 	}
 }
 
-// TestReplayDigest replays 300,000 lines over one shard and over 64 and requires a digest
-// of every decision, of the ideal engine's results, of the stranded tokens after every
-// Sweep and of every Expire to be the one in testdata/replay.digest: a change that is only
-// meant to make the engine cheaper must leave it alone. -update rewrites it.
+// TestReplayDigest replays 300,000 lines over one shard, over 64, and over one whose
+// managers may hold 2,000 leases together (so that they evict), and requires a digest of
+// every decision, of the ideal engine's results, of the stranded tokens after every Sweep
+// and of every Expire to be the one in testdata/replay.digest: a change that is only meant
+// to make the engine cheaper must leave it alone. -update rewrites it.
 func TestReplayDigest(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays 600,000 lines")
+		t.Skip("replays 900,000 lines")
 	}
 	const lines = 300_000
 	var got strings.Builder
-	for _, shards := range []int{1, 64} {
-		r := newReplay(t, shards, lines, true)
+	for _, c := range []struct {
+		shards int
+		keyCap int64
+	}{{1, 0}, {64, 0}, {1, 2000}} {
+		r := newReplay(t, c.shards, lines, c.keyCap, true)
 		r.run(t, lines)
 		var stats LeaseStats
 		for s := range r.shards {
@@ -334,8 +343,12 @@ func TestReplayDigest(t *testing.T) {
 				}
 			}
 		}
-		fmt.Fprintf(&got, "shards=%d lines=%d admitted=%d fetches=%d short=%d returned=%d errors=%d digest=%016x\n",
-			shards, lines, r.admitted, stats.Fetches, stats.ShortCircuits, stats.Returned, stats.StoreErrors, r.digest.Sum64())
+		var evicted int64
+		if c.keyCap > 0 {
+			evicted = r.shards[0].mgrs[0][0].cfg.Keys.Evicted()
+		}
+		fmt.Fprintf(&got, "shards=%d keycap=%d lines=%d admitted=%d fetches=%d short=%d returned=%d errors=%d evicted=%d digest=%016x\n",
+			c.shards, c.keyCap, lines, r.admitted, stats.Fetches, stats.ShortCircuits, stats.Returned, stats.StoreErrors, evicted, r.digest.Sum64())
 	}
 	path := filepath.Join("testdata", "replay.digest")
 	if *update {

@@ -124,9 +124,9 @@ func TestMemoryHandleErrors(t *testing.T) {
 }
 
 // A handle whose lease Sweep forgot finds the key's lease again: on a single-goroutine
-// manager its old lease itself, made fresh, unless a keyed Take made the key a new lease
-// meanwhile (of a spare, here the old lease itself, in a new generation); the store state
-// behind the lease's hint is found again after Expire dropped it.
+// manager its old lease itself, made fresh in a new life, or the lease a keyed Take made the
+// key meanwhile (of the oldest spare, here the old lease itself); the store state behind the
+// lease's hint is found again after Expire dropped it.
 func TestLeaseHandleRevives(t *testing.T) {
 	ctx := context.Background()
 	v := &virtual{now: 1000}
@@ -159,14 +159,10 @@ func TestLeaseHandleRevives(t *testing.T) {
 		}
 		return l
 	}
-	steps := []struct {
-		keyed bool // a keyed Take comes first
-		same  bool // the handle gets its old lease back
-	}{{false, true}, {true, false}, {false, true}}
-	for i, st := range steps {
+	for i, keyed := range []bool{false, true, false} { // a keyed Take comes first
 		old := forget()
 		oldGen := old.gen
-		if st.keyed {
+		if keyed {
 			if _, err := m.Take(ctx, "k", limits, 1); err != nil {
 				t.Fatal(err)
 			}
@@ -175,12 +171,11 @@ func TestLeaseHandleRevives(t *testing.T) {
 		if err != nil || !d.OK {
 			t.Fatalf("step %d: got %+v, %v", i, d, err)
 		}
-		// A keyed Take may make the key's new lease of the old one, which it finds spare,
-		// but with a new generation.
-		if got := h.l == old && h.l.gen == oldGen; got != st.same || h.l != m.local["k"] || h.l.dead || h.gen != h.l.gen {
-			t.Errorf("step %d: old lease reused %v, want %v (live %v, dead %v)", i, got, st.same, h.l == m.local["k"], h.l.dead)
+		if h.l != old || h.l.gen == oldGen || h.l != m.local["k"] || h.l.dead || h.gen != h.l.gen {
+			t.Errorf("step %d: old lease reused %v, in a new life %v (live %v, dead %v, handle's life %v)",
+				i, h.l == old, h.l.gen != oldGen, h.l == m.local["k"], h.l.dead, h.gen == h.l.gen)
 		}
-		if !st.keyed {
+		if !keyed {
 			// The state was fresh again: a full bucket of 10 gave a lease of MinLease 2, and
 			// a token is 100 units.
 			if got, want := store.Fields("k")["tok0"], int64(8*100); got != want {

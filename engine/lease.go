@@ -137,9 +137,12 @@ type lease struct {
 	limiting atomic.Int32 // the last store reply's Limiting
 	inflight atomic.Bool  // a prefetch is on its way
 	freshAt  int32
-	// gen counts the keys a single-goroutine manager reused the lease
-	// for (spare): a handle holding it for an earlier key looks its key up
-	// again. It changes only while no goroutine but the owner's can see l.
+	// gen counts the lives of the lease object: a single-goroutine manager
+	// makes a forgotten lease its key's lease again, or a new key's
+	// (spare), rather than allocate one. A handle that holds it from an
+	// earlier life looks its key up again, and entries in the due heap
+	// from an earlier life are stale whatever their time. It changes only
+	// while no goroutine but the owner's can see l.
 	gen uint32
 
 	// Line 2: what a return of the balance to the store reads.
@@ -356,15 +359,12 @@ func (m *LeaseManager) lookup(key string, clone bool, limits []Limit) *lease {
 
 // relookup is lookup of the key of l, a lease Sweep forgot and nothing has
 // reused yet. A single-goroutine manager makes l itself the key's lease
-// again, fresh, rather than take another each time a key that Sweep
-// forgets comes back (l keeps its store hint for the key), unless a keyed
-// Take made the key a new lease meanwhile. Handles that still hold l then
-// hold the key's lease, as they would after their own lookup. A stale
-// entry in the due heap that names l may look live again; it is due when
-// l's live entry is, so Sweep's first visit takes l off the heap and finds
-// the other stale.
+// again, fresh, in a new life, rather than take another each time a key
+// that Sweep forgets comes back (l keeps its store hint for the key),
+// unless a keyed Take made the key a new lease meanwhile. Handles that
+// still hold l then look the key up again and find l.
 func (m *LeaseManager) relookup(l *lease, limits []Limit) *lease {
-	if !m.single || m.local[l.key] != nil {
+	if !m.single || l.gen == math.MaxUint32 || m.local[l.key] != nil {
 		return m.lookup(l.key, false, limits)
 	}
 	if l.spare {
@@ -379,7 +379,7 @@ func (m *LeaseManager) relookup(l *lease, limits []Limit) *lease {
 }
 
 // spare returns a lease to make a new key's: the oldest spare of a
-// single-goroutine manager, with a new generation, or else a new lease.
+// single-goroutine manager, or else a new lease.
 func (m *LeaseManager) spare() *lease {
 	for m.nSpares > 0 { // never on a concurrent manager
 		l := m.spares[m.spareAt]
@@ -389,7 +389,6 @@ func (m *LeaseManager) spare() *lease {
 			continue
 		}
 		l.spare = false
-		l.gen++
 		if m.nSpares--; m.nSpares == 0 {
 			clear(m.spares[m.spareAt:]) // revived leases
 			m.spares, m.spareAt = m.spares[:0], 0
@@ -420,10 +419,10 @@ func (m *LeaseManager) keepSpare(l *lease) {
 // with more keeps a quarter of its number of leases.
 const maxSpares = 16
 
-// renew makes l a new lease of key, keeping its generation, its prefetch
+// renew makes l a new lease of key in a new life (gen), keeping its prefetch
 // closure and its store hint (checked by the store before use).
 func (m *LeaseManager) renew(l *lease, key string, limits []Limit) {
-	*l = lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue, gen: l.gen, fetch: l.fetch, hint: l.hint}
+	*l = lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue, gen: l.gen + 1, fetch: l.fetch, hint: l.hint}
 	l.setLimits(limits)
 	l.lowWater.Store(m.lowWater(l.size))
 }

@@ -95,7 +95,7 @@ func (m *LeaseManager) popSoonest() (*lease, int64) {
 	}
 	for len(m.due) > 0 {
 		e := m.due.pop()
-		if e.at == e.l.dueAt {
+		if e.live() {
 			e.l.dueAt = notDue
 			return e.l, e.at
 		}

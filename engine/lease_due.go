@@ -85,7 +85,7 @@ func (m *LeaseManager) scheduleBy(l *lease, at int64) {
 	}
 	if at < l.dueAt {
 		l.dueAt = at
-		m.due.push(dueEntry{at: at, l: l})
+		m.due.push(dueEntry{at: at, l: l, gen: l.gen})
 	}
 }
 
@@ -140,7 +140,7 @@ func (m *LeaseManager) popDue(now int64) *lease {
 	m.due.shrink()
 	for len(m.due) > 0 && m.due[0].at <= now {
 		e := m.due.pop()
-		if e.at == e.l.dueAt {
+		if e.live() {
 			e.l.dueAt = notDue
 			return e.l
 		}
@@ -148,10 +148,16 @@ func (m *LeaseManager) popDue(now int64) *lease {
 	return nil
 }
 
-// dueEntry asks Sweep to look at l at local time at.
+// dueEntry asks Sweep to look at l, in its life gen, at local time at.
 type dueEntry struct {
-	at int64
-	l  *lease
+	at  int64
+	l   *lease
+	gen uint32
+}
+
+// live reports whether e is its lease's live entry. The caller holds m.dueMu.
+func (e *dueEntry) live() bool {
+	return e.at == e.l.dueAt && e.gen == e.l.gen
 }
 
 // dueHeap is a binary min-heap of entries by time. It is container/heap's

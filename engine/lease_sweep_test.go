@@ -43,13 +43,8 @@ func checkedSweep(t *testing.T, m *LeaseManager) {
 			live++
 		}
 	}
-	// A stale entry naming a lease that was forgotten and made new again may look live
-	// again: it is due when the live one is, and the first of them that Sweep meets takes
-	// the lease off the heap. Count leases, not entries.
-	scheduled := map[*lease]bool{}
 	for _, e := range m.due {
-		if e.at == e.l.dueAt && !scheduled[e.l] {
-			scheduled[e.l] = true
+		if e.live() {
 			live++
 			if e.at <= now && e.l.drained == drained[e.l] { // drained now: due at the next Sweep
 				t.Fatalf("after Sweep at %d: lease %q still due at %d", now, e.l.key, e.at)
