@@ -125,8 +125,8 @@ func TestMemoryHandleErrors(t *testing.T) {
 
 // A handle whose lease Sweep forgot finds the key's lease again: on a single-goroutine
 // manager its old lease itself, made fresh in a new life, or the lease a keyed Take made the
-// key meanwhile (of the oldest spare, here the old lease itself); the store state behind the
-// lease's hint is found again after Expire dropped it.
+// key meanwhile; the store state behind the lease's hint is found again after Expire dropped
+// it.
 func TestLeaseHandleRevives(t *testing.T) {
 	ctx := context.Background()
 	v := &virtual{now: 1000}
@@ -171,7 +171,7 @@ func TestLeaseHandleRevives(t *testing.T) {
 		if err != nil || !d.OK {
 			t.Fatalf("step %d: got %+v, %v", i, d, err)
 		}
-		if h.l != old || h.l.gen == oldGen || h.l != m.local["k"] || h.l.dead || h.gen != h.l.gen {
+		if h.l != old && !keyed || h.l.gen == oldGen || h.l != m.local["k"] || h.l.dead || h.gen != h.l.gen {
 			t.Errorf("step %d: old lease reused %v, in a new life %v (live %v, dead %v, handle's life %v)",
 				i, h.l == old, h.l.gen != oldGen, h.l == m.local["k"], h.l.dead, h.gen == h.l.gen)
 		}
@@ -188,8 +188,9 @@ func TestLeaseHandleRevives(t *testing.T) {
 	}
 }
 
-// A lease that Sweep forgot is reused for a new key; a handle that held it for its old key
-// finds its own key's lease instead of spending the new key's tokens.
+// A lease that Sweep forgot is reused for a new key once it has been spare for spareAge,
+// not before; a handle that held it for its old key finds its own key's lease instead of
+// spending the new key's tokens.
 func TestLeaseHandleSpareReused(t *testing.T) {
 	ctx := context.Background()
 	v := &virtual{now: 1000}
@@ -209,6 +210,16 @@ func TestLeaseHandleSpareReused(t *testing.T) {
 	if !old.dead || !old.spare {
 		t.Fatalf("lease not kept spare: dead %v, spare %v", old.dead, old.spare)
 	}
+	if _, err := m.Take(ctx, "young", limits, 1); err != nil {
+		t.Fatal(err)
+	}
+	if m.local["young"] == old || !old.spare {
+		t.Fatal("a lease forgotten just now was reused")
+	}
+	v.advance(v.now + spareAge)
+	if err := m.Sweep(ctx); err != nil { // the manager reads the clock
+		t.Fatal(err)
+	}
 	if _, err := m.Take(ctx, "b", limits, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +233,28 @@ func TestLeaseHandleSpareReused(t *testing.T) {
 	}
 	if ha.l == b || ha.l != m.local["a"] || b.balance.Load() != 4 {
 		t.Errorf("handle on a holds b's lease %v, a's %v; b's balance %d, want 4", ha.l == b, ha.l == m.local["a"], b.balance.Load())
+	}
+}
+
+// A key that Sweep forgets and a handle revives, again and again, leaves the list of spares
+// no longer than a bound: the entries its revivals make stale are dropped.
+func TestLeaseSparesStayBounded(t *testing.T) {
+	ctx := context.Background()
+	v := &virtual{now: 1000}
+	m := newTestManager(t, NewSingleGoroutineMemory(v), v, LeaseConfig{MinLease: 5, MaxLease: 5, TTL: 100, SingleGoroutine: true})
+	h := m.Handle("k", []Limit{{Requests: 1000, Window: 1000}})
+	for i := range 1000 {
+		if _, err := h.Take(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		for l := h.l; !l.dead; {
+			v.advance(v.now + 100)
+			if err := m.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := len(m.spares) - m.spareAt; n > 2*(1+maxSpares)+1 || m.nSpares != 1 {
+			t.Fatalf("cycle %d: %d entries for %d spares", i, n, m.nSpares)
+		}
 	}
 }

@@ -27,10 +27,11 @@ type Memory struct {
 const memShards = 32
 
 type memShard struct {
-	mu       sync.Mutex
-	m        map[string]*memEntry
-	exact    exactCache
-	expiries expiryList // when Expire must look at which entry
+	mu         sync.Mutex
+	m          map[string]*memEntry
+	exact      exactCache
+	expiries   expiryList // when Expire must look at which entry
+	nextExpiry int64      // no later than the earliest time in expiries, 0 when unknown
 }
 
 type memEntry struct {
@@ -350,7 +351,6 @@ func (sh *memShard) touch(e *memEntry, now, ttl int64) {
 		// A new entry, or its TTL shrank with its limits: a later expiry
 		// costs nothing now, Expire moves the entry's time on when it
 		// finds it early.
-		e.dueAt = e.expire
-		sh.expiries = append(sh.expiries, expiry{at: e.expire, e: e})
+		sh.expireBy(e, e.expire)
 	}
 }

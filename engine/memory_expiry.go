@@ -23,12 +23,17 @@ type expiryList []expiry
 // expire drops the state of the shard's keys whose TTL has passed at now and returns how
 // many it dropped. The caller holds sh's lock.
 func (sh *memShard) expire(now int64) int {
+	if now < sh.nextExpiry {
+		return 0 // nothing is due: an idle Expire reads no more than this
+	}
 	xs := sh.expiries
 	n, kept := 0, 0
+	next := int64(notDue)
 	for _, x := range xs {
 		if x.at > now {
 			xs[kept] = x
 			kept++
+			next = min(next, x.at)
 			continue
 		}
 		e := x.e
@@ -44,6 +49,7 @@ func (sh *memShard) expire(now int64) int {
 		e.dueAt = e.expire
 		xs[kept] = expiry{at: e.expire, e: e}
 		kept++
+		next = min(next, e.expire)
 	}
 	clear(xs[kept:])
 	xs = xs[:kept]
@@ -51,6 +57,14 @@ func (sh *memShard) expire(now int64) int {
 		// After a flood of keys has expired, let the array's peak go.
 		xs = append(make(expiryList, 0, 2*kept), xs...)
 	}
-	sh.expiries = xs
+	sh.expiries, sh.nextExpiry = xs, next
 	return n
+}
+
+// expireBy records that entry e of sh expires at, its time earlier than any
+// it had. The caller holds sh's lock.
+func (sh *memShard) expireBy(e *memEntry, at int64) {
+	e.dueAt = at
+	sh.expiries = append(sh.expiries, expiry{at: at, e: e})
+	sh.nextExpiry = min(sh.nextExpiry, at)
 }
