@@ -90,23 +90,17 @@ type LeaseManager struct {
 	cfg    LeaseConfig
 	single bool // cfg.SingleGoroutine
 	closed atomic.Bool
-	local  map[string]*lease // the leases when single; made with the first
-	held   int64             // the sum of the leases' balances when single (Stranded)
 
 	// seen is the latest Clock reading the manager made; local hits age
 	// the last store reply's reset instant with it instead of reading
-	// the clock. Every hit reads it, so the fields written often (the
-	// schedule's lock, the counters) start a cache line after it: the
-	// fields before it are written once.
+	// the clock. Every hit reads it, so the fields that a concurrent
+	// manager writes often (the schedule's lock, the counters) start a
+	// cache line after it: the fields before it are written once, and
+	// the 56 bytes after it only by a single-goroutine manager.
 	seen plainable
-	_    [56]byte
 
-	dueMu sync.Mutex // guards due, fresh and every lease's dueAt and freshAt
-	due   dueHeap    // when Sweep must look at which lease next
-	fresh []*lease   // new leases for Sweep to look at, nil where one was scheduled since
-
-	fetches, shortCircuits, returned, storeErrors plainable
-
+	local map[string]*lease // the leases when single; made with the first
+	held  int64             // the sum of the leases' balances when single (Stranded)
 	// spares are forgotten leases that a single-goroutine manager reuses
 	// for new keys, oldest first from spareAt, instead of allocating a
 	// lease (and its prefetch closure) for every key a replay brings.
@@ -114,6 +108,12 @@ type LeaseManager struct {
 	// stale and skipped; nSpares counts those that are not.
 	spares           []spareLease
 	spareAt, nSpares int
+
+	dueMu sync.Mutex // guards due, fresh and every lease's dueAt and freshAt
+	due   dueHeap    // when Sweep must look at which lease next
+	fresh []*lease   // new leases for Sweep to look at, nil where one was scheduled since
+
+	fetches, shortCircuits, returned, storeErrors plainable
 
 	leases sync.Map // key string → *lease, unless single
 }

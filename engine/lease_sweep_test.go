@@ -182,6 +182,18 @@ func TestLeaseSweepVisitsOnlyDue(t *testing.T) {
 	}
 }
 
+// TestManagerLayout holds a LeaseManager to keeping the 56 bytes after seen, which every
+// hit reads, for fields that a concurrent manager never writes.
+func TestManagerLayout(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is for 64-bit platforms")
+	}
+	var m LeaseManager
+	if got, want := unsafe.Offsetof(m.dueMu)-unsafe.Offsetof(m.seen), uintptr(64); got != want {
+		t.Errorf("dueMu %d bytes after seen, want %d", got, want)
+	}
+}
+
 // TestLeaseLayout holds a lease to the layout its fields are ordered for: 320 bytes, a size
 // class whose objects are cache-line aligned, with what a hit and a visit from Sweep read in
 // the first line and what a return reads in the second.
