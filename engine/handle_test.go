@@ -258,3 +258,29 @@ func TestLeaseSparesStayBounded(t *testing.T) {
 		}
 	}
 }
+
+// After a flood of keys that Sweep forgot, a manager keeps no more spares than its few live
+// leases call for.
+func TestLeaseSparesTrimmed(t *testing.T) {
+	ctx := context.Background()
+	v := &virtual{now: 1000}
+	m := newTestManager(t, NewSingleGoroutineMemory(v), v, LeaseConfig{MinLease: 5, MaxLease: 5, TTL: 100, SingleGoroutine: true})
+	limits := []Limit{{Requests: 1000, Window: 1000}}
+	for i := range 10_000 {
+		if _, err := m.Take(ctx, fmt.Sprint("flood-", i), limits, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		v.advance(v.now + 100)
+		if err := m.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.Keys(); n != 0 {
+		t.Fatalf("%d leases left", n)
+	}
+	if m.nSpares > maxSpares || len(m.spares)-m.spareAt > maxSpares {
+		t.Errorf("%d spares in %d entries kept, want at most %d", m.nSpares, len(m.spares)-m.spareAt, maxSpares)
+	}
+}

@@ -435,6 +435,24 @@ func (m *LeaseManager) keepSpare(l *lease) {
 	m.spares = append(m.spares, spareLease{l: l, at: m.seen.v, gen: l.gen})
 }
 
+// trimSpares lets go of the oldest spares while the manager keeps more
+// than keepSpare would now, as after a flood of keys that Sweep forgot:
+// their memory goes back to the garbage collector.
+func (m *LeaseManager) trimSpares() {
+	for m.nSpares > max(maxSpares, len(m.local)/4) {
+		s := m.spares[m.spareAt]
+		m.spares[m.spareAt] = spareLease{}
+		m.spareAt++
+		if s.ok() {
+			s.l.spare = false
+			m.nSpares--
+		}
+	}
+	if n := len(m.spares) - m.spareAt; cap(m.spares) > shrinkAbove && n <= cap(m.spares)/4 {
+		m.spares, m.spareAt = append(make([]spareLease, 0, 2*n), m.spares[m.spareAt:]...), 0
+	}
+}
+
 // maxSpares is how many spare leases a manager with few leases keeps; one
 // with more keeps a quarter of its number of leases.
 const maxSpares = 16

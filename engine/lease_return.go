@@ -70,6 +70,9 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 		}
 		m.unlock(l)
 	}
+	if m.single {
+		m.trimSpares()
+	}
 	return errors.Join(errs...)
 }
 
