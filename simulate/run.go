@@ -306,11 +306,8 @@ func (r *runner) parse(ctx context.Context, in <-chan *chunk, out chan<- *chunk)
 					c.n++
 					continue
 				}
-				var le *accesslog.LineError
-				if !errors.As(err, &le) {
-					le = &accesslog.LineError{File: c.recs[c.n].File, Line: c.nums[i], Err: err}
-				}
-				c.bad = append(c.bad, le)
+				// Parse reports every bad line as a *LineError, with its file and line.
+				c.bad = append(c.bad, err.(*accesslog.LineError))
 			}
 			if !sorted {
 				// Lines too long to read came first; put every bad line in line order.
@@ -363,7 +360,7 @@ func (r *runner) sequence(ctx context.Context, in <-chan *chunk, out []chan *chu
 					return
 				}
 				p.sample = -1
-				if p.tick > 0 && p.tick%5 == 0 {
+				if sampling(p.tick) {
 					p.sample = samples
 					samples++
 				}

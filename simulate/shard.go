@@ -145,7 +145,7 @@ func (sh *shard) widen() {
 
 // tick runs the housekeeping of tick number k (Simulator.sequence) at the shard's current
 // time. Each rule's lease managers are swept every lease TTL (at most every second),
-// stranded tokens are sampled every 5 ticks into stranded (a rule's tokens at
+// stranded tokens are sampled every 5 ticks (sampling) into stranded (a rule's tokens at
 // stranded[rule index]), and store state past its TTL is expired every 60: each of these
 // walks the live keys, so they run no more often than the behaviour they model needs.
 func (sh *shard) tick(k int64, stranded []int64) error {
@@ -181,6 +181,9 @@ func (sh *shard) tick(k int64, stranded []int64) error {
 	}
 	return nil
 }
+
+// sampling reports whether tick k samples stranded tokens: every fifth tick.
+func sampling(k int64) bool { return k > 0 && k%5 == 0 }
 
 // prune forgets the keys idle for twice their rule's TTL that were never denied, and, past
 // deniedLimit, the denied keys with the fewest denials among those idle as long.

@@ -291,7 +291,7 @@ func (s *Simulator) Replay(rec *accesslog.Record) error {
 		return err
 	}
 	var stranded []int64
-	if p.tick%5 == 0 && p.tick > 0 {
+	if sampling(p.tick) {
 		stranded = s.stranded
 	}
 	if err := s.all.record(p, s.gw, stranded); err != nil {
