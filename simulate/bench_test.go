@@ -5,15 +5,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"compress/gzip"
 	"github.com/rlctl/rlctl/schema"
+	"github.com/rlctl/rlctl/simulate/accesslog"
 	"github.com/rlctl/rlctl/simulate/traffic"
 )
 
@@ -150,4 +153,78 @@ func wcLines(path string, gz bool) float64 {
 		return 0
 	}
 	return benchLines / time.Since(start).Seconds()
+}
+
+// decideLines is the length of BenchmarkDecide's log.
+const decideLines = 200_000
+
+// BenchmarkDecide times the replay's decisions alone: records parsed and prepared before the
+// timer starts are sequenced, decided by every shard and counted on one goroutine (Replay
+// without its prepare). It is the half of a replay that runs on the shard workers, measured
+// without the pipeline, the parsing and the other core, so that a change to the engine or the
+// shards shows in a few runs on a noisy machine. It reports ns/line and ns/decision.
+func BenchmarkDecide(b *testing.B) {
+	m, err := schema.Load("../policies")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var log bytes.Buffer
+	if err := traffic.Write(&log, traffic.Config{Seed: 1, Lines: decideLines, Format: traffic.EnvoyJSON}); err != nil {
+		b.Fatal(err)
+	}
+	lat, _ := ParseLatency("1ms", 1)
+	cfg := Config{Model: m, Gateways: 4, Latency: lat}
+	rd, err := accesslog.NewReader("bench", bytes.NewReader(log.Bytes()), accesslog.Options{Headers: HeadersFor(m)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Every line keeps its own bytes: records and prepared values view them.
+	var arena []byte
+	var recs []accesslog.Record
+	parser := rd.NewParser()
+	for {
+		line, num, err := rd.ReadRaw(&arena)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, accesslog.Record{})
+		if err := parser.Parse(line, num, &recs[len(recs)-1]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	preps := make([]prepared, len(recs))
+	var decisions int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rb := newRequestBuilder()
+		var values []byte
+		for j := range recs {
+			s.prepare(&preps[j], rb, &recs[j], &values)
+		}
+		runtime.GC()
+		b.StartTimer()
+		for j := range recs {
+			if err := s.replayPrepared(&preps[j], &recs[j]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		r, err := s.Finish()
+		if err != nil {
+			b.Fatal(err)
+		}
+		decisions = r.Totals.Decisions
+		b.StartTimer()
+	}
+	ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(ns/float64(len(recs)), "ns/line")
+	b.ReportMetric(ns/float64(decisions), "ns/decision")
 }

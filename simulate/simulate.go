@@ -287,6 +287,12 @@ func (s *Simulator) Replay(rec *accesslog.Record) error {
 	s.arena = s.arena[:0]
 	p := &s.prep
 	s.prepare(p, s.rb, rec, &s.arena)
+	return s.replayPrepared(p, rec)
+}
+
+// replayPrepared is Replay of record rec once prepared as p: it places the record, decides
+// its hits in every shard on the calling goroutine and counts it.
+func (s *Simulator) replayPrepared(p *prepared, rec *accesslog.Record) error {
 	if err := s.sequence(p, rec); err != nil {
 		return err
 	}
