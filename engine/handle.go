@@ -59,6 +59,14 @@ func (h *LeaseHandle) Take(ctx context.Context, cost int64) (d Decision, err err
 	return m.slow(ctx, l, h.limits, cost)
 }
 
+// Live reports whether the handle's key has a lease that Sweep has not
+// forgotten. A caller of a manager of handles only (LeaseConfig.HandlesOnly)
+// must keep the handle while it is live.
+func (h *LeaseHandle) Live() bool {
+	l := h.l
+	return l != nil && l.gen == h.gen && !h.dead(l)
+}
+
 func (h *LeaseHandle) dead(l *lease) bool {
 	h.m.lock(l)
 	defer h.m.unlock(l)
@@ -90,6 +98,18 @@ func (m *Memory) Handle(key string, limits []Limit) MemoryHandle {
 
 // Key is the handle's key.
 func (h *MemoryHandle) Key() string { return h.key }
+
+// Live reports whether the handle's key has state that Expire has not
+// dropped. A caller of a Memory of handles only (NewHandlesOnlyMemory) must
+// keep the handle while it is live.
+func (h *MemoryHandle) Live() bool {
+	if h.m == nil {
+		return false // the zero handle
+	}
+	h.m.lockShard(h.sh)
+	defer h.m.unlock(h.sh)
+	return h.e != nil && !h.e.dropped
+}
 
 // Take takes between need and want tokens at now (0 or less: the store's
 // clock), as Memory.Take of TakeRequest{Key, Limits, Want: want, Min: need,

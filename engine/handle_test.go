@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -9,12 +10,14 @@ import (
 )
 
 // TestLeaseHandleMatchesKeyed runs the same random requests through keyed Takes and through
-// handles, on single-goroutine and concurrent managers, with Sweep forgetting idle leases and
+// handles, on concurrent and single-goroutine managers and on a manager and an ideal Memory of
+// handles only (which keep no index of their keys), with Sweep forgetting idle leases and
 // Expire dropping store state between them: every decision, every store state and every counter
-// must be the same.
+// must be the same, and a handle is live exactly while its key has a lease or state.
 func TestLeaseHandleMatchesKeyed(t *testing.T) {
-	for _, single := range []bool{true, false} {
-		t.Run(fmt.Sprintf("single=%v", single), func(t *testing.T) {
+	for _, mode := range []string{"concurrent", "single", "handles-only"} {
+		t.Run(mode, func(t *testing.T) {
+			single, only := mode != "concurrent", mode == "handles-only"
 			ctx := context.Background()
 			limits := [][]Limit{
 				{{Requests: 50, Window: 1000, Burst: 80}},
@@ -34,7 +37,7 @@ func TestLeaseHandleMatchesKeyed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.Store = handleStore
+			cfg.Store, cfg.HandlesOnly = handleStore, only
 			handled, err := NewLeaseManager(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -43,6 +46,9 @@ func TestLeaseHandleMatchesKeyed(t *testing.T) {
 			handles := make([]LeaseHandle, keys)
 			ideal := make([]MemoryHandle, keys)
 			idealKeyed, idealHandled := newMem(clock), newMem(clock)
+			if only {
+				idealHandled = NewHandlesOnlyMemory(clock)
+			}
 			key := func(k int) string { return fmt.Sprintf("k%d", k) }
 			for k := range handles {
 				handles[k] = handled.Handle(key(k), limits[k%len(limits)])
@@ -79,10 +85,23 @@ func TestLeaseHandleMatchesKeyed(t *testing.T) {
 				if gotR != wantR || (err1 == nil) != (err2 == nil) {
 					t.Fatalf("step %d key %d: memory handle %+v %v, keyed %+v %v", step, k, gotR, err2, wantR, err1)
 				}
+				if step%89 == 0 {
+					for k := range keys {
+						if got, want := handles[k].Live(), keyed.find(key(k)) != nil; got != want {
+							t.Fatalf("step %d key %d: lease handle live %v, keyed lease %v", step, k, got, want)
+						}
+						if got, want := ideal[k].Live(), idealKeyed.Fields(key(k)) != nil; got != want {
+							t.Fatalf("step %d key %d: memory handle live %v, keyed state %v", step, k, got, want)
+						}
+					}
+				}
 			}
 			for k := 0; k < keys; k++ {
 				if got, want := handleStore.Fields(key(k)), keyedStore.Fields(key(k)); !reflect.DeepEqual(got, want) {
 					t.Errorf("key %d: store state %v with handles, %v keyed", k, got, want)
+				}
+				if only {
+					continue // a Memory of handles only has no Fields
 				}
 				if got, want := idealHandled.Fields(key(k)), idealKeyed.Fields(key(k)); !reflect.DeepEqual(got, want) {
 					t.Errorf("key %d: memory state %v with handles, %v keyed", k, got, want)
@@ -97,7 +116,61 @@ func TestLeaseHandleMatchesKeyed(t *testing.T) {
 			if got, want := handled.Keys(), keyed.Keys(); got != want {
 				t.Errorf("keys: got %d with handles, want %d", got, want)
 			}
+			if got, want := idealHandled.Len(), idealKeyed.Len(); got != want {
+				t.Errorf("memory keys: got %d with handles, want %d", got, want)
+			}
+			// Close returns every lease's balance: the manager of handles only finds its
+			// leases without an index.
+			if err1, err2 := keyed.Close(ctx), handled.Close(ctx); err1 != nil || err2 != nil {
+				t.Fatalf("close: %v, %v", err1, err2)
+			}
+			for k := 0; k < keys; k++ {
+				if got, want := handleStore.Fields(key(k)), keyedStore.Fields(key(k)); !reflect.DeepEqual(got, want) {
+					t.Errorf("key %d: store state after Close %v with handles, %v keyed", k, got, want)
+				}
+			}
 		})
+	}
+}
+
+// TestHandlesOnlyRefusesKeys checks that a manager and a Memory of handles only refuse keyed
+// calls, which they could not answer right, and that a manager of handles only must be a
+// single-goroutine one.
+func TestHandlesOnlyRefusesKeys(t *testing.T) {
+	ctx := context.Background()
+	limits := []Limit{{Requests: 10, Window: 1000}}
+	clock := ClockFunc(func() int64 { return 1000 })
+	mem := NewHandlesOnlyMemory(clock)
+	if _, err := mem.Take(ctx, TakeRequest{Key: "k", Limits: limits, Want: 1, Min: 1}); !errors.Is(err, ErrHandlesOnly) {
+		t.Errorf("Memory.Take: got %v, want ErrHandlesOnly", err)
+	}
+	if _, err := mem.TakeBytes(ctx, []byte("k"), TakeRequest{Limits: limits, Want: 1, Min: 1}); !errors.Is(err, ErrHandlesOnly) {
+		t.Errorf("Memory.TakeBytes: got %v, want ErrHandlesOnly", err)
+	}
+	if err := mem.Return(ctx, ReturnRequest{Key: "k", Limits: limits, N: 1}); !errors.Is(err, ErrHandlesOnly) {
+		t.Errorf("Memory.Return: got %v, want ErrHandlesOnly", err)
+	}
+	cfg := LeaseConfig{Store: NewSingleGoroutineMemory(clock), Clock: clock, HandlesOnly: true}
+	if _, err := NewLeaseManager(cfg); err == nil {
+		t.Error("NewLeaseManager: HandlesOnly without SingleGoroutine was accepted")
+	}
+	cfg.SingleGoroutine = true
+	m, err := NewLeaseManager(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Take(ctx, "k", limits, 1); !errors.Is(err, ErrHandlesOnly) {
+		t.Errorf("LeaseManager.Take: got %v, want ErrHandlesOnly", err)
+	}
+	if _, err := m.TakeBytes(ctx, []byte("k"), limits, 1); !errors.Is(err, ErrHandlesOnly) {
+		t.Errorf("LeaseManager.TakeBytes: got %v, want ErrHandlesOnly", err)
+	}
+	h := m.Handle("k", limits)
+	if d, err := h.Take(ctx, 1); err != nil || !d.OK {
+		t.Errorf("handle: got %+v, %v", d, err)
+	}
+	if !h.Live() || m.Keys() != 1 {
+		t.Errorf("after a take: live %v, keys %d; want true, 1", h.Live(), m.Keys())
 	}
 }
 

@@ -69,10 +69,22 @@ type LeaseConfig struct {
 	// in a simulator's event loop. The manager then keeps its leases in a
 	// plain map and takes no locks. Decisions are the same either way.
 	SingleGoroutine bool
+	// HandlesOnly is the caller's further promise, with SingleGoroutine,
+	// that it reaches every key through one LeaseHandle of its own, kept
+	// while the key's lease is live (LeaseHandle.Live), and never by key.
+	// The manager then keeps no index of its keys: a key seen a few times,
+	// as most keys of a replayed log are, costs no map insert, lookup and
+	// delete, which cost more than its decisions. Take and TakeBytes fail
+	// with ErrHandlesOnly. Decisions are the same either way.
+	HandlesOnly bool
 }
 
 // ErrClosed is returned by a LeaseManager after Close.
 var ErrClosed = errors.New("lease manager closed")
+
+// ErrHandlesOnly is returned by a keyed call on a LeaseManager or a Memory that
+// keeps no index of its keys (LeaseConfig.HandlesOnly, NewHandlesOnlyMemory).
+var ErrHandlesOnly = errors.New("keyed call on a store of handles only")
 
 // A LeaseManager admits requests against keys whose tokens live in a Store,
 // leasing them in batches: a request covered by the key's local balance is
@@ -89,7 +101,11 @@ var ErrClosed = errors.New("lease manager closed")
 type LeaseManager struct {
 	cfg    LeaseConfig
 	single bool // cfg.SingleGoroutine
-	closed atomic.Bool
+	// unindexed is cfg.HandlesOnly: local stays nil and live counts the
+	// leases instead.
+	unindexed bool
+	live      int
+	closed    atomic.Bool
 
 	// seen is the latest Clock reading the manager made; local hits age
 	// the last store reply's reset instant with it instead of reading
@@ -253,10 +269,13 @@ func NewLeaseManager(cfg LeaseConfig) (*LeaseManager, error) {
 		return nil, fmt.Errorf("lease manager: bad config: min %d max %d lookahead %d low water %d%% or %d ttl %d",
 			cfg.MinLease, cfg.MaxLease, cfg.Lookahead, cfg.LowWaterPercent, cfg.LowWater, cfg.TTL)
 	}
+	if cfg.HandlesOnly && !cfg.SingleGoroutine {
+		return nil, errors.New("lease manager: HandlesOnly needs SingleGoroutine")
+	}
 	if cfg.Dispatcher == nil {
 		cfg.Dispatcher = DispatchFunc(func(fn func(context.Context)) { fn(context.Background()) })
 	}
-	return &LeaseManager{cfg: cfg, single: cfg.SingleGoroutine}, nil
+	return &LeaseManager{cfg: cfg, single: cfg.SingleGoroutine, unindexed: cfg.HandlesOnly}, nil
 }
 
 // Take decides a request of cost tokens on key, whose limits are limits (the
@@ -264,6 +283,9 @@ func NewLeaseManager(cfg LeaseConfig) (*LeaseManager, error) {
 // after Close, and when the store fails; the caller then applies its
 // fail-open or fail-closed rule.
 func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cost int64) (d Decision, err error) {
+	if m.unindexed {
+		return d, ErrHandlesOnly
+	}
 	l := m.lookup(key, false, limits)
 	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
@@ -277,6 +299,9 @@ func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cos
 // copies the key only the first time it sees it, so the request path stays
 // free of allocations. key may be reused once TakeBytes returns.
 func (m *LeaseManager) TakeBytes(ctx context.Context, key []byte, limits []Limit, cost int64) (d Decision, err error) {
+	if m.unindexed {
+		return d, ErrHandlesOnly
+	}
 	// The unsafe view is only looked up; lookup clones it before storing it.
 	l := m.lookup(unsafe.String(unsafe.SliceData(key), len(key)), true, limits)
 	if rest, ok := m.spend(l, cost); ok {
@@ -330,8 +355,17 @@ func (m *LeaseManager) hit(d *Decision, l *lease, rest int64) {
 }
 
 // lookup returns key's lease, making it if there is none. clone says key is
-// a borrowed view to copy before it is stored.
+// a borrowed view to copy before it is stored. A manager of handles only
+// makes one: the key's handle looks it up only when it has no live lease.
 func (m *LeaseManager) lookup(key string, clone bool, limits []Limit) *lease {
+	if m.unindexed {
+		l := m.spare()
+		m.renew(l, key, limits)
+		m.live++
+		m.enlist(l)
+		m.tracking(l)
+		return l
+	}
 	if m.single {
 		if l := m.local[key]; l != nil {
 			return l
@@ -364,7 +398,7 @@ func (m *LeaseManager) lookup(key string, clone bool, limits []Limit) *lease {
 // unless a keyed Take made the key a new lease meanwhile. Handles that
 // still hold l then look the key up again and find l.
 func (m *LeaseManager) relookup(l *lease, limits []Limit) *lease {
-	if !m.single || l.gen == math.MaxUint32 || m.local[l.key] != nil {
+	if !m.single || l.gen == math.MaxUint32 || (!m.unindexed && m.local[l.key] != nil) {
 		return m.lookup(l.key, false, limits)
 	}
 	if l.spare {
@@ -372,7 +406,11 @@ func (m *LeaseManager) relookup(l *lease, limits []Limit) *lease {
 		m.nSpares--
 	}
 	m.renew(l, l.key, limits)
-	m.local[l.key] = l
+	if m.unindexed {
+		m.live++
+	} else {
+		m.local[l.key] = l
+	}
 	m.enlist(l)
 	m.tracking(l)
 	return l
@@ -416,7 +454,7 @@ func (s *spareLease) ok() bool { return s.l.spare && s.l.gen == s.gen }
 // keepSpare keeps l, which forget just made dead, for reuse, unless the
 // manager keeps enough spares for its number of leases already.
 func (m *LeaseManager) keepSpare(l *lease) {
-	if !m.single || m.nSpares >= max(maxSpares, len(m.local)/4) || l.gen == math.MaxUint32 {
+	if !m.single || m.nSpares >= max(maxSpares, m.leaseCount()/4) || l.gen == math.MaxUint32 {
 		return // a generation is never used twice
 	}
 	if n := len(m.spares) - m.spareAt; n > 2*(m.nSpares+maxSpares) {
@@ -439,7 +477,7 @@ func (m *LeaseManager) keepSpare(l *lease) {
 // than keepSpare would now, as after a flood of keys that Sweep forgot:
 // their memory goes back to the garbage collector.
 func (m *LeaseManager) trimSpares() {
-	for m.nSpares > max(maxSpares, len(m.local)/4) {
+	for m.nSpares > max(maxSpares, m.leaseCount()/4) {
 		s := m.spares[m.spareAt]
 		m.spares[m.spareAt] = spareLease{}
 		m.spareAt++
@@ -451,6 +489,14 @@ func (m *LeaseManager) trimSpares() {
 	if n := len(m.spares) - m.spareAt; cap(m.spares) > shrinkAbove && n <= cap(m.spares)/4 {
 		m.spares, m.spareAt = append(make([]spareLease, 0, 2*n), m.spares[m.spareAt:]...), 0
 	}
+}
+
+// leaseCount is the number of live leases of a single-goroutine manager.
+func (m *LeaseManager) leaseCount() int {
+	if m.unindexed {
+		return m.live
+	}
+	return len(m.local)
 }
 
 // maxSpares is how many spare leases a manager with few leases keeps; one

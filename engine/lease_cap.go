@@ -76,7 +76,11 @@ func (m *LeaseManager) forget(l *lease) {
 	}
 	l.dead = true
 	if m.single {
-		delete(m.local, l.key)
+		if m.unindexed {
+			m.live--
+		} else {
+			delete(m.local, l.key)
+		}
 		m.keepSpare(l)
 	} else {
 		m.leases.CompareAndDelete(l.key, l)

@@ -112,6 +112,20 @@ func (m *LeaseManager) Stranded() int64 {
 
 // each calls fn for every live lease.
 func (m *LeaseManager) each(fn func(*lease)) {
+	if m.unindexed {
+		// Every live lease has one live entry, in the fresh list or the due heap.
+		for _, l := range m.fresh {
+			if l != nil {
+				fn(l)
+			}
+		}
+		for i := range m.due {
+			if e := &m.due[i]; e.live() {
+				fn(e.l)
+			}
+		}
+		return
+	}
 	if m.single {
 		for _, l := range m.local {
 			fn(l)

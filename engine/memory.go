@@ -19,16 +19,22 @@ import (
 type Memory struct {
 	clock  Clock
 	single bool // one goroutine only: one map, no locks
-	local  bool // NewLocalMemory: keys expire without MinTTL
-	seed   maphash.Seed
-	shards []memShard // memShards of them, or one when single
+	// unindexed: NewHandlesOnlyMemory, reached through handles only
+	unindexed bool
+	local     bool // NewLocalMemory: keys expire without MinTTL
+	seed      maphash.Seed
+	shards    []memShard // memShards of them, or one when single
 }
 
 const memShards = 32
 
 type memShard struct {
-	mu         sync.Mutex
-	m          map[string]*memEntry
+	mu sync.Mutex
+	m  map[string]*memEntry
+	// unindexed is set in the one shard of NewHandlesOnlyMemory: m stays nil
+	// and live counts the entries instead.
+	unindexed  bool
+	live       int
 	exact      exactCache
 	expiries   expiryList // when Expire must look at which entry
 	nextExpiry int64      // no later than the earliest time in expiries, 0 when unknown
@@ -97,6 +103,20 @@ func NewSingleGoroutineMemory(clock Clock) *Memory {
 	return &s.m
 }
 
+// NewHandlesOnlyMemory returns a NewSingleGoroutineMemory for a caller that
+// reaches every key through one handle of its own (Memory.Handle), kept
+// while the key's state lives (MemoryHandle.Live), and never by key: it
+// keeps no index of its keys, so a key seen a few times costs no map
+// insert, lookup and delete. Its keyed calls (Take, TakeBytes, Return) fail
+// with ErrHandlesOnly and Fields finds nothing; its handles decide as a
+// NewSingleGoroutineMemory's do.
+func NewHandlesOnlyMemory(clock Clock) *Memory {
+	m := NewSingleGoroutineMemory(clock)
+	m.unindexed = true
+	m.shards[0].unindexed = true
+	return m
+}
+
 // Take implements Store.
 func (m *Memory) Take(_ context.Context, r TakeRequest) (Result, error) {
 	return m.take(r.Key, false, &r)
@@ -113,6 +133,9 @@ func (m *Memory) TakeBytes(_ context.Context, key []byte, r TakeRequest) (Result
 }
 
 func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
+	if m.unindexed {
+		return Result{}, ErrHandlesOnly
+	}
 	sh := m.lock(key)
 	defer m.unlock(sh)
 	limits, err := sh.exact.of(key, r.Limits)
@@ -140,6 +163,9 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 
 // Return implements Store.
 func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
+	if m.unindexed {
+		return ErrHandlesOnly
+	}
 	sh := m.lock(r.Key)
 	defer m.unlock(sh)
 	limits, err := sh.exact.of(r.Key, r.Limits)
@@ -170,7 +196,7 @@ func (m *Memory) Expire(now int64) int {
 		sh := &m.shards[i]
 		m.lockShard(sh)
 		n := sh.expire(now)
-		if n > 1024 && n > 2*len(sh.m) {
+		if !sh.unindexed && n > 1024 && n > 2*len(sh.m) {
 			// A Go map keeps its size after deletes: after a flood of keys, copy the
 			// live ones into a map of their own size, so the memory comes back.
 			live := make(map[string]*memEntry, len(sh.m))
@@ -191,7 +217,11 @@ func (m *Memory) Len() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		m.lockShard(sh)
-		n += len(sh.m)
+		if sh.unindexed {
+			n += sh.live
+		} else {
+			n += len(sh.m)
+		}
 		m.unlock(sh)
 	}
 	return n
@@ -261,7 +291,10 @@ func (m *Memory) unlock(sh *memShard) {
 // clone says key is a borrowed view to copy before it is stored. The caller
 // holds sh's lock.
 func (sh *memShard) entry(key string, clone bool, n int, now int64) *memEntry {
-	e := sh.m[key]
+	var e *memEntry
+	if !sh.unindexed {
+		e = sh.m[key]
+	}
 	if e == nil {
 		if clone {
 			key = strings.Clone(key)
@@ -279,7 +312,10 @@ func (sh *memShard) entry(key string, clone bool, n int, now int64) *memEntry {
 // and back in the map, so that a key that comes back costs no allocation.
 // The caller holds sh's lock; key must not change afterwards.
 func (sh *memShard) reentry(key string, old *memEntry, n int, now int64) *memEntry {
-	e := sh.m[key]
+	var e *memEntry
+	if !sh.unindexed {
+		e = sh.m[key]
+	}
 	if e == nil {
 		e = old
 		e.slots, e.last, e.expire, e.dropped = e.slots[:0], 0, 0, false
@@ -293,6 +329,10 @@ func (sh *memShard) reentry(key string, old *memEntry, n int, now int64) *memEnt
 // Memory that never sees one (a simulation has one per shard of its keys)
 // costs no map. The caller holds sh's lock.
 func (sh *memShard) add(key string, e *memEntry) {
+	if sh.unindexed {
+		sh.live++
+		return
+	}
 	if sh.m == nil {
 		sh.m = make(map[string]*memEntry)
 	}

@@ -42,7 +42,11 @@ func (sh *memShard) expire(now int64) int {
 		}
 		if now >= e.expire {
 			e.dropped, e.dueAt = true, notDue
-			delete(sh.m, e.key)
+			if sh.unindexed {
+				sh.live--
+			} else {
+				delete(sh.m, e.key)
+			}
 			n++
 			continue
 		}
