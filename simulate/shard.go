@@ -84,7 +84,9 @@ func newShard(s *Simulator, id int) *shard {
 		deniedLimit: maxDeniedKeys / shardCount}
 	sh.clock = engine.ClockFunc(func() int64 { return sh.nowUs / 1000 })
 	// Everything runs on the shard's worker: requests, the events the dispatcher queues, Sweep.
-	sh.store, sh.ideal = engine.NewSingleGoroutineMemory(sh.clock), engine.NewSingleGoroutineMemory(sh.clock)
+	// The store is shared by the gateways' lease managers, which call it by key; the ideal
+	// engine is reached only through the keys' handles.
+	sh.store, sh.ideal = engine.NewSingleGoroutineMemory(sh.clock), engine.NewHandlesOnlyMemory(sh.clock)
 	sh.disp = engine.DispatchFunc(func(fn func(context.Context)) {
 		sh.seq++
 		sh.events.push(event{atUs: sh.nowUs + sh.lat.draw(), seq: sh.seq, fn: fn})
@@ -101,7 +103,7 @@ func (sh *shard) manager(r, g int) *engine.LeaseManager {
 	if sr.gateway[g] == nil {
 		lc := sh.sim.rules[r].plan.Lease
 		lc.Store, lc.Clock, lc.Dispatcher = meteredStore{sh: sh, inner: sh.store, st: &sr.stats}, sh.clock, sh.disp
-		lc.SingleGoroutine = true
+		lc.SingleGoroutine, lc.HandlesOnly = true, true // each key's handles are in its keyState
 		mgr, err := engine.NewLeaseManager(lc)
 		if err != nil {
 			// New made a manager of this configuration (Simulator.checkLeases).
@@ -186,13 +188,15 @@ func (sh *shard) tick(k int64, stranded []int64) error {
 func sampling(k int64) bool { return k > 0 && k%5 == 0 }
 
 // prune forgets the keys idle for twice their rule's TTL that were never denied, and, past
-// deniedLimit, the denied keys with the fewest denials among those idle as long.
+// deniedLimit, the denied keys with the fewest denials among those idle as long. A key whose
+// lease or ideal state the engines still hold is kept however long it has been idle: its
+// handles are the engines' only way to it.
 func (sh *shard) prune(now int64) {
 	cutoff := make([]int64, len(sh.sim.rules))
 	for i, rs := range sh.sim.rules {
 		cutoff[i] = now - 2*engine.TTL(rs.plan.Limits)
 	}
-	idle := func(ks *keyState) bool { return ks.lastMs < cutoff[ks.rule] }
+	idle := func(ks *keyState) bool { return ks.lastMs < cutoff[ks.rule] && !ks.live() }
 	sh.keys.prune(func(ks *keyState) bool { return ks.denials == 0 && idle(ks) })
 	if sh.keys.denied <= sh.deniedLimit {
 		return

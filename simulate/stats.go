@@ -60,6 +60,19 @@ func newKeyState(key string, rule, n int) *keyState {
 	return ks
 }
 
+// live reports whether the engines hold state of the key: a lease on a gateway that Sweep has
+// not forgotten, or ideal state that Expire has not dropped. The lease managers and the ideal
+// store keep no index of their keys (engine.LeaseConfig.HandlesOnly), so the key's state must
+// be kept while it is live.
+func (ks *keyState) live() bool {
+	for i := range ks.leases {
+		if ks.leases[i].Live() {
+			return true
+		}
+	}
+	return ks.ideal.Live()
+}
+
 // keyTable holds a shard's keys by the hash of their store key, which prepare computes on
 // the parsing goroutines, so that the replay never hashes a long key. Keys whose hashes are
 // equal are chained, and told apart by a second, independent hash of the key (keyID): the
