@@ -158,12 +158,10 @@ func wcLines(path string, gz bool) float64 {
 // decideLines is the length of BenchmarkDecide's log.
 const decideLines = 200_000
 
-// BenchmarkDecide times the replay's decisions alone: records parsed and prepared before the
-// timer starts are sequenced, decided by every shard and counted on one goroutine (Replay
-// without its prepare). It is the half of a replay that runs on the shard workers, measured
-// without the pipeline, the parsing and the other core, so that a change to the engine or the
-// shards shows in a few runs on a noisy machine. It reports ns/line and ns/decision.
-func BenchmarkDecide(b *testing.B) {
+// benchRecords generates decideLines lines of gen-logs' Envoy JSON and parses them for
+// BenchmarkDecide and BenchmarkPrepare, with the configuration BenchmarkReplay1M replays with.
+// Every line keeps its own bytes: records, and values prepared from them, view them.
+func benchRecords(b *testing.B) (Config, []accesslog.Record) {
 	m, err := schema.Load("../policies")
 	if err != nil {
 		b.Fatal(err)
@@ -178,7 +176,6 @@ func BenchmarkDecide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Every line keeps its own bytes: records and prepared values view them.
 	var arena []byte
 	var recs []accesslog.Record
 	parser := rd.NewParser()
@@ -195,6 +192,16 @@ func BenchmarkDecide(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	return cfg, recs
+}
+
+// BenchmarkDecide times the replay's decisions alone: records parsed and prepared before the
+// timer starts are sequenced, decided by every shard and counted on one goroutine (Replay
+// without its prepare). It is the half of a replay that runs on the shard workers, measured
+// without the pipeline, the parsing and the other core, so that a change to the engine or the
+// shards shows in a few runs on a noisy machine. It reports ns/line and ns/decision.
+func BenchmarkDecide(b *testing.B) {
+	cfg, recs := benchRecords(b)
 	preps := make([]prepared, len(recs))
 	var decisions int64
 	b.ResetTimer()
@@ -227,4 +234,31 @@ func BenchmarkDecide(b *testing.B) {
 	ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	b.ReportMetric(ns/float64(len(recs)), "ns/line")
 	b.ReportMetric(ns/float64(decisions), "ns/decision")
+}
+
+// BenchmarkPrepare times what the parsing workers do to a record once it is parsed: the
+// request, its descriptor values, the rules they select and their store keys (prepare), on
+// one goroutine over records parsed before the timer starts. With BenchmarkDecide and
+// accesslog's BenchmarkParseEnvoyJSON it splits a replay's CPU by stage. It reports ns/line.
+func BenchmarkPrepare(b *testing.B) {
+	cfg, recs := benchRecords(b)
+	s, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rb := newRequestBuilder()
+	var p prepared
+	var values []byte
+	hits := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		hits = 0
+		for j := range recs {
+			values = values[:0]
+			s.prepare(&p, rb, &recs[j], &values)
+			hits += len(p.hits)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(recs)), "ns/line")
+	b.ReportMetric(float64(hits)/float64(len(recs)), "hits/line")
 }
