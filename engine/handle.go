@@ -16,8 +16,17 @@ type LeaseHandle struct {
 	m      *LeaseManager
 	key    string
 	limits []Limit
-	l      *lease // nil until the first Take; a dead one is replaced
-	gen    uint32 // l's generation: another is a lease reused for another key
+	ref    LeaseRef
+}
+
+// LeaseRef is what a LeaseHandle holds of its key's lease, without the
+// manager, the key and the limits: a caller that keeps those once for many
+// references (a simulator's key on each of its gateways) keeps 16 bytes a
+// reference instead of a handle's 64, and passes them to TakeRef. The zero
+// LeaseRef is ready to use.
+type LeaseRef struct {
+	l   *lease // nil until the first Take; a dead one is replaced
+	gen uint32 // l's generation: another is a lease reused for another key
 }
 
 // Handle returns a handle on key, whose limits are limits (the same for
@@ -34,11 +43,23 @@ func (h *LeaseHandle) Key() string { return h.key }
 
 // Take decides a request of cost tokens, as LeaseManager.Take(ctx, key,
 // limits, cost) does.
-func (h *LeaseHandle) Take(ctx context.Context, cost int64) (d Decision, err error) {
-	m, l := h.m, h.l
-	if l == nil || l.gen != h.gen {
-		l = m.lookup(h.key, false, h.limits)
-		h.l, h.gen = l, l.gen
+func (h *LeaseHandle) Take(ctx context.Context, cost int64) (Decision, error) {
+	return h.m.TakeRef(ctx, &h.ref, h.key, h.limits, cost)
+}
+
+// Live reports whether the handle's key has a lease that Sweep has not
+// forgotten. A caller of a manager of handles only (LeaseConfig.HandlesOnly)
+// must keep the handle while it is live.
+func (h *LeaseHandle) Live() bool { return h.m != nil && h.m.LiveRef(&h.ref) }
+
+// TakeRef is Take through r, a reference of key (with limits) that the
+// caller keeps for it as a LeaseHandle does: always with the same key and
+// limits, and on one goroutine at a time.
+func (m *LeaseManager) TakeRef(ctx context.Context, r *LeaseRef, key string, limits []Limit, cost int64) (d Decision, err error) {
+	l := r.l
+	if l == nil || l.gen != r.gen {
+		l = m.lookup(key, false, limits)
+		r.l, r.gen = l, l.gen
 	}
 	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
@@ -47,29 +68,27 @@ func (h *LeaseHandle) Take(ctx context.Context, cost int64) (d Decision, err err
 	}
 	// A lease Sweep forgot holds no tokens, so the spend above failed as it
 	// would have on the key's new lease, which the keyed Take would find.
-	if h.dead(l) {
-		l = m.relookup(l, h.limits)
-		h.l, h.gen = l, l.gen
+	if m.dead(l) {
+		l = m.relookup(l, limits)
+		r.l, r.gen = l, l.gen
 		if rest, ok := m.spend(l, cost); ok {
 			m.refill(l, rest)
 			m.hit(&d, l, rest)
 			return d, nil
 		}
 	}
-	return m.slow(ctx, l, h.limits, cost)
+	return m.slow(ctx, l, limits, cost)
 }
 
-// Live reports whether the handle's key has a lease that Sweep has not
-// forgotten. A caller of a manager of handles only (LeaseConfig.HandlesOnly)
-// must keep the handle while it is live.
-func (h *LeaseHandle) Live() bool {
-	l := h.l
-	return l != nil && l.gen == h.gen && !h.dead(l)
+// LiveRef is LeaseHandle.Live of a reference r of m.
+func (m *LeaseManager) LiveRef(r *LeaseRef) bool {
+	l := r.l
+	return l != nil && l.gen == r.gen && !m.dead(l)
 }
 
-func (h *LeaseHandle) dead(l *lease) bool {
-	h.m.lock(l)
-	defer h.m.unlock(l)
+func (m *LeaseManager) dead(l *lease) bool {
+	m.lock(l)
+	defer m.unlock(l)
 	return l.dead
 }
 
@@ -83,7 +102,14 @@ type MemoryHandle struct {
 	key    string
 	limits []Limit
 	sh     *memShard
-	e      *memEntry // nil until the first Take; a dropped one is replaced
+	ref    MemoryRef
+}
+
+// MemoryRef is what a MemoryHandle holds of its key's state, as LeaseRef is
+// of a LeaseHandle: the caller keeps the key and limits and passes them to
+// TakeRef. The zero MemoryRef is ready to use.
+type MemoryRef struct {
+	e *memEntry // nil until the first Take; a dropped one is replaced
 }
 
 // Handle returns a handle on key with limits (the same slice every time, as
@@ -103,27 +129,48 @@ func (h *MemoryHandle) Key() string { return h.key }
 // dropped. A caller of a Memory of handles only (NewHandlesOnlyMemory) must
 // keep the handle while it is live.
 func (h *MemoryHandle) Live() bool {
-	if h.m == nil {
-		return false // the zero handle
-	}
-	h.m.lockShard(h.sh)
-	defer h.m.unlock(h.sh)
-	return h.e != nil && !h.e.dropped
+	return h.m != nil && h.m.liveIn(h.sh, &h.ref) // false for the zero handle
 }
 
 // Take takes between need and want tokens at now (0 or less: the store's
 // clock), as Memory.Take of TakeRequest{Key, Limits, Want: want, Min: need,
 // Now: now} does.
 func (h *MemoryHandle) Take(want, need, now int64) (Result, error) {
-	m, sh := h.m, h.sh
+	return h.m.takeRef(h.sh, &h.ref, h.key, h.limits, want, need, now)
+}
+
+// TakeRef is MemoryHandle.Take through r, a reference of key (with limits)
+// that the caller keeps for it as a MemoryHandle does. On a concurrent
+// Memory it hashes key to find its lock, which a handle does once.
+func (m *Memory) TakeRef(r *MemoryRef, key string, limits []Limit, want, need, now int64) (Result, error) {
+	sh := m.lock(key)
+	m.unlock(sh)
+	return m.takeRef(sh, r, key, limits, want, need, now)
+}
+
+// LiveRef is MemoryHandle.Live of a reference r of key.
+func (m *Memory) LiveRef(r *MemoryRef, key string) bool {
+	sh := m.lock(key)
+	m.unlock(sh)
+	return m.liveIn(sh, r)
+}
+
+// liveIn reports whether r, of a key of sh, has state.
+func (m *Memory) liveIn(sh *memShard, r *MemoryRef) bool {
 	m.lockShard(sh)
 	defer m.unlock(sh)
-	xs, err := sh.exact.of(h.key, h.limits)
+	return r.e != nil && !r.e.dropped
+}
+
+func (m *Memory) takeRef(sh *memShard, r *MemoryRef, key string, limits []Limit, want, need, now int64) (Result, error) {
+	m.lockShard(sh)
+	defer m.unlock(sh)
+	xs, err := sh.exact.of(key, limits)
 	if err != nil {
 		return Result{}, err
 	}
-	r := TakeRequest{Key: h.key, Limits: h.limits, Want: want, Min: need, Now: now}
-	want, need, err = r.amounts()
+	req := TakeRequest{Key: key, Limits: limits, Want: want, Min: need, Now: now}
+	want, need, err = req.amounts()
 	if err != nil {
 		return Result{}, err
 	}
@@ -131,18 +178,18 @@ func (h *MemoryHandle) Take(want, need, now int64) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	e := h.e
+	e := r.e
 	switch {
 	case e == nil:
-		e = sh.entry(h.key, false, len(xs), now)
-		h.e = e
+		e = sh.entry(key, false, len(xs), now)
+		r.e = e
 	case e.dropped:
-		e = sh.reentry(h.key, e, len(xs), now)
-		h.e = e
+		e = sh.reentry(key, e, len(xs), now)
+		r.e = e
 	default:
 		e.renew(len(xs), now)
 	}
 	res := take(xs, e.slots, now, want, need)
-	sh.touch(e, now, h.m.ttlOf(xs))
+	sh.touch(e, now, m.ttlOf(xs))
 	return res, nil
 }

@@ -214,7 +214,7 @@ func TestLeaseHandleRevives(t *testing.T) {
 		if _, err := h.Take(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		l := h.l
+		l := h.ref.l
 		// Sweep forgets an idle lease two TTLs after its last fetch, or once it is no longer
 		// held, when the fetch left the store less than a batch.
 		for i := 0; i < 10 && !l.dead; i++ {
@@ -244,9 +244,9 @@ func TestLeaseHandleRevives(t *testing.T) {
 		if err != nil || !d.OK {
 			t.Fatalf("step %d: got %+v, %v", i, d, err)
 		}
-		if h.l != old && !keyed || h.l.gen == oldGen || h.l != m.local["k"] || h.l.dead || h.gen != h.l.gen {
+		if h.ref.l != old && !keyed || h.ref.l.gen == oldGen || h.ref.l != m.local["k"] || h.ref.l.dead || h.ref.gen != h.ref.l.gen {
 			t.Errorf("step %d: old lease reused %v, in a new life %v (live %v, dead %v, handle's life %v)",
-				i, h.l == old, h.l.gen != oldGen, h.l == m.local["k"], h.l.dead, h.gen == h.l.gen)
+				i, h.ref.l == old, h.ref.l.gen != oldGen, h.ref.l == m.local["k"], h.ref.l.dead, h.ref.gen == h.ref.l.gen)
 		}
 		if !keyed {
 			// The state was fresh again: a full bucket of 10 gave a lease of MinLease 2, and
@@ -273,7 +273,7 @@ func TestLeaseHandleSpareReused(t *testing.T) {
 	if _, err := ha.Take(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	old := ha.l
+	old := ha.ref.l
 	for i := 0; i < 10 && !old.dead; i++ {
 		v.advance(v.now + 100)
 		if err := m.Sweep(ctx); err != nil {
@@ -304,8 +304,8 @@ func TestLeaseHandleSpareReused(t *testing.T) {
 	if err != nil || !d.OK || d.Local {
 		t.Fatalf("handle on a: got %+v, %v; want a store call for a's new lease", d, err)
 	}
-	if ha.l == b || ha.l != m.local["a"] || b.balance.Load() != 4 {
-		t.Errorf("handle on a holds b's lease %v, a's %v; b's balance %d, want 4", ha.l == b, ha.l == m.local["a"], b.balance.Load())
+	if ha.ref.l == b || ha.ref.l != m.local["a"] || b.balance.Load() != 4 {
+		t.Errorf("handle on a holds b's lease %v, a's %v; b's balance %d, want 4", ha.ref.l == b, ha.ref.l == m.local["a"], b.balance.Load())
 	}
 }
 
@@ -320,7 +320,7 @@ func TestLeaseSparesStayBounded(t *testing.T) {
 		if _, err := h.Take(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		for l := h.l; !l.dead; {
+		for l := h.ref.l; !l.dead; {
 			v.advance(v.now + 100)
 			if err := m.Sweep(ctx); err != nil {
 				t.Fatal(err)
