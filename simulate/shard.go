@@ -196,7 +196,7 @@ func (sh *shard) prune(now int64) {
 	for i, rs := range sh.sim.rules {
 		cutoff[i] = now - 2*engine.TTL(rs.plan.Limits)
 	}
-	idle := func(ks *keyState) bool { return ks.lastMs < cutoff[ks.rule] && !ks.live() }
+	idle := func(ks *keyState) bool { return ks.lastMs < cutoff[ks.rule] && !sh.live(ks) }
 	sh.keys.prune(func(ks *keyState) bool { return ks.denials == 0 && idle(ks) })
 	if sh.keys.denied <= sh.deniedLimit {
 		return
@@ -224,6 +224,20 @@ func (sh *shard) prune(now int64) {
 	sh.keys.prune(func(ks *keyState) bool { return drop[ks] })
 }
 
+// live reports whether the engines hold state of key ks: a lease on a gateway that Sweep has
+// not forgotten, or ideal state that Expire has not dropped. The lease managers and the ideal
+// store keep no index of their keys (engine.LeaseConfig.HandlesOnly), so the key's state must
+// be kept while it is live.
+func (sh *shard) live(ks *keyState) bool {
+	managers := sh.rules[ks.rule].gateway
+	for g := range ks.leases {
+		if g < len(managers) && managers[g] != nil && managers[g].LiveRef(&ks.leases[g]) {
+			return true
+		}
+	}
+	return sh.ideal.LiveRef(&ks.ideal, ks.key)
+}
+
 // decide runs hit h of record p, sequenced onto gateway p.g of gateways gw, through the
 // gateway's lease manager and through the ideal engine, counts the outcome and writes it into
 // h.
@@ -233,7 +247,6 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	if ks == nil {
 		ks = newKeyState(string(p.keys[h.keyAt:h.keyEnd]), rs.index, len(gw.names))
 		ks.id = h.id
-		ks.ideal = sh.ideal.Handle(ks.key, rs.plan.Limits)
 		sh.keys.add(h.hash, ks)
 	}
 	now := sh.nowUs / 1000
@@ -242,17 +255,13 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 
 	plan, g := rs.plan, p.g
 	if len(ks.leases) <= g { // a gateway added since (Assignment "field")
-		ks.leases = append(ks.leases, make([]engine.LeaseHandle, len(gw.names)-len(ks.leases))...)
+		ks.leases = append(ks.leases, make([]engine.LeaseRef, len(gw.names)-len(ks.leases))...)
 	}
-	lh := &ks.leases[g]
-	if lh.Key() == "" {
-		*lh = sh.manager(rs.index, g).Handle(ks.key, plan.Limits)
-	}
-	dec, err := lh.Take(sh.ctx, plan.Cost)
+	dec, err := sh.manager(rs.index, g).TakeRef(sh.ctx, &ks.leases[g], ks.key, plan.Limits, plan.Cost)
 	if err != nil {
 		return fmt.Errorf("rule %s/%s: %w", plan.Domain, rs.rule.Name, err)
 	}
-	ideal, err := ks.ideal.Take(plan.Cost, plan.Cost, now)
+	ideal, err := sh.ideal.TakeRef(&ks.ideal, ks.key, plan.Limits, plan.Cost, plan.Cost, now)
 	if err != nil {
 		return fmt.Errorf("rule %s/%s: ideal: %w", plan.Domain, rs.rule.Name, err)
 	}

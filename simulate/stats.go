@@ -33,10 +33,11 @@ type keyState struct {
 	lastMs   int64
 	denials  int64
 	// The key resolved once in the engines: its lease on each gateway (zero until the gateway
-	// first sees it; in inline for up to four gateways) and its ideal bucket.
-	leases []engine.LeaseHandle
-	ideal  engine.MemoryHandle
-	inline [4]engine.LeaseHandle
+	// first sees it; in inline for up to four gateways) and its ideal bucket. They are
+	// references rather than handles: the key and its rule's limits are kept once, here.
+	leases []engine.LeaseRef
+	ideal  engine.MemoryRef
+	inline [4]engine.LeaseRef
 
 	next *keyState // another key with the same hash (keyTable)
 	id   uint64    // keyID of the store key
@@ -55,22 +56,9 @@ func newKeyState(key string, rule, n int) *keyState {
 	if n <= len(ks.inline) {
 		ks.leases = ks.inline[:n]
 	} else {
-		ks.leases = make([]engine.LeaseHandle, n)
+		ks.leases = make([]engine.LeaseRef, n)
 	}
 	return ks
-}
-
-// live reports whether the engines hold state of the key: a lease on a gateway that Sweep has
-// not forgotten, or ideal state that Expire has not dropped. The lease managers and the ideal
-// store keep no index of their keys (engine.LeaseConfig.HandlesOnly), so the key's state must
-// be kept while it is live.
-func (ks *keyState) live() bool {
-	for i := range ks.leases {
-		if ks.leases[i].Live() {
-			return true
-		}
-	}
-	return ks.ideal.Live()
 }
 
 // keyTable holds a shard's keys by the hash of their store key, which prepare computes on
