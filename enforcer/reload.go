@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/rlctl/rlctl/internal/dirwatch"
 
 	"github.com/rlctl/rlctl/journal"
 	"github.com/rlctl/rlctl/policy"
@@ -84,56 +85,31 @@ func (e *Enforcer) compileSnapshot(raw []byte) (*runtimeConfig, error) {
 // atomic replace (write a temporary file, rename it over) and Kubernetes ConfigMap symlink
 // swaps are seen, and waits for 100ms of quiet before reloading a burst of events.
 func (e *Enforcer) watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("enforcer: watching --config: %w", err)
-	}
 	path, err := filepath.Abs(e.conf.SnapshotPath)
 	if err != nil {
-		w.Close()
 		return fmt.Errorf("enforcer: watching --config: %w", err)
 	}
-	if err := w.Add(filepath.Dir(path)); err != nil {
-		w.Close()
-		return fmt.Errorf("enforcer: watching --config: %w", err)
-	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer w.Close()
-		const quiet = 100 * time.Millisecond
-		timer := time.NewTimer(time.Hour)
-		timer.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			case ev, ok := <-w.Events:
-				if !ok {
+	err = dirwatch.Start(ctx, &e.wg, dirwatch.Config{
+		Dir: filepath.Dir(path),
+		// Any change in the directory may be a replace of the file or of a symlink leading to
+		// it (..data in a ConfigMap); an unchanged file reloads to the same version harmlessly.
+		Relevant: func(ev fsnotify.Event) bool {
+			return filepath.Clean(ev.Name) == path || filepath.Base(ev.Name) == "..data" || ev.Has(fsnotify.Create)
+		},
+		Quiet: 100 * time.Millisecond,
+		OnChange: func(string) {
+			if c := e.cfg.Load(); c != nil {
+				if raw, err := readFile(e.conf.SnapshotPath); err == nil && sameVersion(raw, c.version) {
 					return
 				}
-				// Any change in the directory may be a replace of the file or of a symlink
-				// leading to it (..data in a ConfigMap); an unchanged file reloads to the same
-				// version harmlessly.
-				if filepath.Clean(ev.Name) == path || filepath.Base(ev.Name) == "..data" || ev.Has(fsnotify.Create) {
-					timer.Reset(quiet)
-				}
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				e.log.Error("watching --config", "error", err)
-			case <-timer.C:
-				if c := e.cfg.Load(); c != nil {
-					if raw, err := readFile(e.conf.SnapshotPath); err == nil && sameVersion(raw, c.version) {
-						continue
-					}
-				}
-				_ = e.reload()
 			}
-		}
-	}()
+			_ = e.reload()
+		},
+		OnError: func(err error) { e.log.Error("watching --config", "error", err) },
+	})
+	if err != nil {
+		return fmt.Errorf("enforcer: watching --config: %w", err)
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/rlctl/rlctl/internal/dirwatch"
 
 	"github.com/rlctl/rlctl/lint"
 	"github.com/rlctl/rlctl/policy"
@@ -72,61 +73,20 @@ func (s *Server) reload(cause string) string {
 	return "served"
 }
 
-// watch reloads the directory after each burst of changes to it, and every Config.Resync.
+// watch reloads the directory after each burst of changes to it, and every Config.Resync. A
+// watcher error (an overflow loses events) is logged and followed by a reload.
 func (s *Server) watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
+	err := dirwatch.Start(ctx, &s.wg, dirwatch.Config{
+		Dir:      s.conf.PolicyDir,
+		Relevant: func(ev fsnotify.Event) bool { return relevant(ev.Name) },
+		Quiet:    s.conf.Debounce,
+		Resync:   s.conf.Resync,
+		OnChange: func(cause string) { s.reload(cause) },
+		OnError:  func(err error) { s.log.Error("watching --policies", "error", err.Error()) },
+	})
 	if err != nil {
 		return fmt.Errorf("xds: watching --policies: %w", err)
 	}
-	if err := w.Add(s.conf.PolicyDir); err != nil {
-		w.Close()
-		return fmt.Errorf("xds: watching --policies: %w", err)
-	}
-	var resync <-chan time.Time
-	var ticker *time.Ticker
-	if s.conf.Resync > 0 {
-		ticker = time.NewTicker(s.conf.Resync)
-		resync = ticker.C
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer w.Close()
-		if ticker != nil {
-			defer ticker.Stop()
-		}
-		timer := time.NewTimer(time.Hour)
-		timer.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			case ev, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				if relevant(ev.Name) {
-					timer.Reset(s.conf.Debounce)
-				}
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				// An overflow loses events: load anyway.
-				s.log.Error("watching --policies", "error", err.Error())
-				timer.Reset(s.conf.Debounce)
-			case <-timer.C:
-				s.reload("change")
-			case <-resync:
-				// A directory replaced as a whole (a checkout that swaps it) lost its watch.
-				if err := w.Add(s.conf.PolicyDir); err != nil {
-					s.log.Error("watching --policies", "error", err.Error())
-				}
-				s.reload("resync")
-			}
-		}
-	}()
 	return nil
 }
 
