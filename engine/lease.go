@@ -102,7 +102,9 @@ type LeaseManager struct {
 	cfg    LeaseConfig
 	single bool // cfg.SingleGoroutine
 	// unindexed is cfg.HandlesOnly: local stays nil and live counts the
-	// leases instead.
+	// leases instead. Only such a manager, a single-goroutine one, writes
+	// live after it is made, so it may sit among the fields a concurrent
+	// manager writes once (TestManagerLayout keeps seen's cache line).
 	unindexed bool
 	live      int
 	closed    atomic.Bool
