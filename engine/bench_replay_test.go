@@ -3,18 +3,18 @@ package engine
 import (
 	"context"
 	"encoding/binary"
-	"flag"
 	"fmt"
 	"hash"
 	"hash/fnv"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlctl/rlctl/internal/golden"
 )
 
 // This file drives the engine as rlctl simulate does, to measure it and to pin its decisions:
@@ -24,8 +24,6 @@ import (
 // virtual second every manager is swept, and every minute both stores expire their keys.
 // Requests come from a stream with about 220,000 new identities per 1,000,000 lines, most
 // seen a few times within seconds, and a few hot identities far over their limits.
-
-var update = flag.Bool("update", false, "rewrite testdata/replay.digest")
 
 // replayRules are the rules every line is decided by: a token bucket, a sliding window with
 // short leases, and two limits debited together, keyed by a coarser attribute (an identity's
@@ -350,19 +348,7 @@ func TestReplayDigest(t *testing.T) {
 		fmt.Fprintf(&got, "shards=%d keycap=%d lines=%d admitted=%d fetches=%d short=%d returned=%d errors=%d evicted=%d digest=%016x\n",
 			c.shards, c.keyCap, lines, r.admitted, stats.Fetches, stats.ShortCircuits, stats.Returned, stats.StoreErrors, evicted, r.digest.Sum64())
 	}
-	path := filepath.Join("testdata", "replay.digest")
-	if *update {
-		if err := os.WriteFile(path, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != string(want) {
-		t.Errorf("replay digest:\ngot:\n%swant:\n%s", got.String(), want)
-	}
+	golden.Check(t, filepath.Join("testdata", "replay.digest"), []byte(got.String()))
 }
 
 // BenchmarkLeaseSweepIdle is a Sweep that finds nothing due, on a manager with no leases and

@@ -2,16 +2,14 @@ package accesslog
 
 import (
 	"crypto/sha256"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/read.golden from what the reader reads")
+	"github.com/rlctl/rlctl/internal/golden"
+)
 
 // TestReadGolden reads the test logs and FuzzRead's seed corpus in every format and compares a
 // digest of what ReadArena returned for each (records, bad lines, read errors, Unseen and
@@ -40,29 +38,7 @@ func TestReadGolden(t *testing.T) {
 			fmt.Fprintf(&got, "%s %s %s\n", in.name, formatName(format), readDigest(in.log, parseOptions(format)))
 		}
 	}
-	path := filepath.Join("testdata", "read.golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotLines, wantLines := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
-	for i := range max(len(gotLines), len(wantLines)) {
-		var g, w string
-		if i < len(gotLines) {
-			g = gotLines[i]
-		}
-		if i < len(wantLines) {
-			w = wantLines[i]
-		}
-		if g != w {
-			t.Errorf("line %d: got %q, want %q", i+1, g, w)
-		}
-	}
+	golden.Check(t, filepath.Join("testdata", "read.golden"), []byte(got.String()))
 }
 
 func formatName(f Format) string {
