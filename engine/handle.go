@@ -52,9 +52,9 @@ func (h *LeaseHandle) Take(ctx context.Context, cost int64) (Decision, error) {
 // must keep the handle while it is live.
 func (h *LeaseHandle) Live() bool { return h.m != nil && h.m.LiveRef(&h.ref) }
 
-// TakeRef is Take through r, a reference of key (with limits) that the
-// caller keeps for it as a LeaseHandle does: always with the same key and
-// limits, and on one goroutine at a time.
+// TakeRef is Take through r, a reference of key (with limits) in m that the
+// caller keeps for it as a LeaseHandle does: always with the same manager,
+// key and limits, and on one goroutine at a time.
 func (m *LeaseManager) TakeRef(ctx context.Context, r *LeaseRef, key string, limits []Limit, cost int64) (d Decision, err error) {
 	l := r.l
 	if l == nil || l.gen != r.gen {
@@ -140,7 +140,7 @@ func (h *MemoryHandle) Take(want, need, now int64) (Result, error) {
 }
 
 // TakeRef is MemoryHandle.Take through r, a reference of key (with limits)
-// that the caller keeps for it as a MemoryHandle does. On a concurrent
+// in m that the caller keeps for it as a MemoryHandle does. On a concurrent
 // Memory it hashes key to find its lock, which a handle does once.
 func (m *Memory) TakeRef(r *MemoryRef, key string, limits []Limit, want, need, now int64) (Result, error) {
 	sh := m.lock(key)

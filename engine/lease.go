@@ -70,8 +70,9 @@ type LeaseConfig struct {
 	// plain map and takes no locks. Decisions are the same either way.
 	SingleGoroutine bool
 	// HandlesOnly is the caller's further promise, with SingleGoroutine,
-	// that it reaches every key through one LeaseHandle of its own, kept
-	// while the key's lease is live (LeaseHandle.Live), and never by key.
+	// that it reaches every key through one LeaseHandle or one LeaseRef
+	// (with TakeRef) of its own, kept while the key's lease is live
+	// (LeaseHandle.Live, LiveRef), and never by key.
 	// The manager then keeps no index of its keys: a key seen a few times,
 	// as most keys of a replayed log are, costs no map insert, lookup and
 	// delete, which cost more than its decisions. Take and TakeBytes fail

@@ -19,11 +19,9 @@ import (
 type Memory struct {
 	clock  Clock
 	single bool // one goroutine only: one map, no locks
-	// unindexed: NewHandlesOnlyMemory, reached through handles only
-	unindexed bool
-	local     bool // NewLocalMemory: keys expire without MinTTL
-	seed      maphash.Seed
-	shards    []memShard // memShards of them, or one when single
+	local  bool // NewLocalMemory: keys expire without MinTTL
+	seed   maphash.Seed
+	shards []memShard // memShards of them, or one when single
 }
 
 const memShards = 32
@@ -104,18 +102,21 @@ func NewSingleGoroutineMemory(clock Clock) *Memory {
 }
 
 // NewHandlesOnlyMemory returns a NewSingleGoroutineMemory for a caller that
-// reaches every key through one handle of its own (Memory.Handle), kept
-// while the key's state lives (MemoryHandle.Live), and never by key: it
+// reaches every key through one handle of its own (Memory.Handle) or one
+// reference (MemoryRef, with TakeRef), kept while the key's state lives
+// (MemoryHandle.Live, LiveRef), and never by key: it
 // keeps no index of its keys, so a key seen a few times costs no map
 // insert, lookup and delete. Its keyed calls (Take, TakeBytes, Return) fail
 // with ErrHandlesOnly and Fields finds nothing; its handles decide as a
 // NewSingleGoroutineMemory's do.
 func NewHandlesOnlyMemory(clock Clock) *Memory {
 	m := NewSingleGoroutineMemory(clock)
-	m.unindexed = true
 	m.shards[0].unindexed = true
 	return m
 }
+
+// handlesOnly reports whether m is a NewHandlesOnlyMemory.
+func (m *Memory) handlesOnly() bool { return m.single && m.shards[0].unindexed }
 
 // Take implements Store.
 func (m *Memory) Take(_ context.Context, r TakeRequest) (Result, error) {
@@ -133,7 +134,7 @@ func (m *Memory) TakeBytes(_ context.Context, key []byte, r TakeRequest) (Result
 }
 
 func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
-	if m.unindexed {
+	if m.handlesOnly() {
 		return Result{}, ErrHandlesOnly
 	}
 	sh := m.lock(key)
@@ -163,7 +164,7 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 
 // Return implements Store.
 func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
-	if m.unindexed {
+	if m.handlesOnly() {
 		return ErrHandlesOnly
 	}
 	sh := m.lock(r.Key)
