@@ -56,10 +56,27 @@ func (h *LeaseHandle) Live() bool { return h.m != nil && h.m.LiveRef(&h.ref) }
 // caller keeps for it as a LeaseHandle does: always with the same manager,
 // key and limits, and on one goroutine at a time.
 func (m *LeaseManager) TakeRef(ctx context.Context, r *LeaseRef, key string, limits []Limit, cost int64) (d Decision, err error) {
+	return m.takeRef(ctx, r, nil, key, limits, cost)
+}
+
+// TakeCell is TakeRef for a single-goroutine manager (LeaseConfig.SingleGoroutine)
+// whose Store is a Memory of handles only (NewHandlesOnlyMemory), perhaps
+// wrapped: its store calls for key reach the key's state through cell, which
+// the caller keeps with its own state of the key and gives every manager of
+// that store for the key (each of a simulator's gateways, say). The cell
+// holds the key's state in the store, so the caller keeps it while
+// Memory.LiveCell says so. On a manager of another kind, or with another
+// store, it decides as TakeRef does and the cell goes unused.
+func (m *LeaseManager) TakeCell(ctx context.Context, r *LeaseRef, cell *MemoryCell, key string, limits []Limit, cost int64) (d Decision, err error) {
+	return m.takeRef(ctx, r, cell, key, limits, cost)
+}
+
+func (m *LeaseManager) takeRef(ctx context.Context, r *LeaseRef, cell *MemoryCell, key string, limits []Limit, cost int64) (d Decision, err error) {
 	l := r.l
 	if l == nil || l.gen != r.gen {
 		l = m.lookup(key, false, limits)
 		r.l, r.gen = l, l.gen
+		m.giveCell(l, cell)
 	}
 	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
@@ -71,6 +88,7 @@ func (m *LeaseManager) TakeRef(ctx context.Context, r *LeaseRef, key string, lim
 	if m.dead(l) {
 		l = m.relookup(l, limits)
 		r.l, r.gen = l, l.gen
+		m.giveCell(l, cell)
 		if rest, ok := m.spend(l, cost); ok {
 			m.refill(l, rest)
 			m.hit(&d, l, rest)
@@ -78,6 +96,16 @@ func (m *LeaseManager) TakeRef(ctx context.Context, r *LeaseRef, key string, lim
 		}
 	}
 	return m.slow(ctx, l, limits, cost)
+}
+
+// giveCell makes cell, when there is one, the store hint of l, a lease just
+// looked up: every store call for l then reaches the key's state in it.
+// Only a single-goroutine manager's leases take one: another's store calls
+// may run beside a take.
+func (m *LeaseManager) giveCell(l *lease, cell *MemoryCell) {
+	if cell != nil && m.single {
+		l.hint = storeHint{e: &cell.e}
+	}
 }
 
 // LiveRef is LeaseHandle.Live of a reference r of m.

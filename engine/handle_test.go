@@ -11,13 +11,17 @@ import (
 
 // TestLeaseHandleMatchesKeyed runs the same random requests through keyed Takes and through
 // handles, on concurrent and single-goroutine managers and on a manager and an ideal Memory of
-// handles only (which keep no index of their keys), with Sweep forgetting idle leases and
+// handles only (which keep no index of their keys), and with cells on a store and an ideal Memory
+// of handles only, with Sweep forgetting idle leases and
 // Expire dropping store state between them: every decision, every store state and every counter
 // must be the same, and a handle is live exactly while its key has a lease or state.
 func TestLeaseHandleMatchesKeyed(t *testing.T) {
-	for _, mode := range []string{"concurrent", "single", "handles-only"} {
+	for _, mode := range []string{"concurrent", "single", "handles-only", "cells"} {
 		t.Run(mode, func(t *testing.T) {
-			single, only := mode != "concurrent", mode == "handles-only"
+			// cells: a manager of handles only on a store of handles only, which finds the keys'
+			// state in their cells (TakeCell), and the ideal engine's in cells too.
+			single, cells := mode != "concurrent", mode == "cells"
+			only := mode == "handles-only" || cells
 			ctx := context.Background()
 			limits := [][]Limit{
 				{{Requests: 50, Window: 1000, Burst: 80}},
@@ -31,6 +35,9 @@ func TestLeaseHandleMatchesKeyed(t *testing.T) {
 				newMem = NewSingleGoroutineMemory
 			}
 			keyedStore, handleStore := newMem(clock), newMem(clock)
+			if cells {
+				handleStore = NewHandlesOnlyMemory(clock)
+			}
 			cfg := LeaseConfig{Clock: clock, MinLease: 2, MaxLease: 40, TTL: 500, SingleGoroutine: single}
 			cfg.Store = keyedStore
 			keyed, err := NewLeaseManager(cfg)
@@ -50,6 +57,7 @@ func TestLeaseHandleMatchesKeyed(t *testing.T) {
 				idealHandled = NewHandlesOnlyMemory(clock)
 			}
 			key := func(k int) string { return fmt.Sprintf("k%d", k) }
+			refs, storeCells, idealCells := make([]LeaseRef, keys), make([]MemoryCell, keys), make([]MemoryCell, keys)
 			for k := range handles {
 				handles[k] = handled.Handle(key(k), limits[k%len(limits)])
 				ideal[k] = idealHandled.Handle(key(k), limits[k%len(limits)])
@@ -76,28 +84,46 @@ func TestLeaseHandleMatchesKeyed(t *testing.T) {
 				cost := 1 + rng.Int64N(3)
 				lim := limits[k%len(limits)]
 				want, err1 := keyed.Take(ctx, key(k), lim, cost)
-				got, err2 := handles[k].Take(ctx, cost)
+				var got Decision
+				var err2 error
+				if cells {
+					got, err2 = handled.TakeCell(ctx, &refs[k], &storeCells[k], key(k), lim, cost)
+				} else {
+					got, err2 = handles[k].Take(ctx, cost)
+				}
 				if got != want || (err1 == nil) != (err2 == nil) {
 					t.Fatalf("step %d key %d cost %d: handle %+v %v, keyed %+v %v", step, k, cost, got, err2, want, err1)
 				}
 				wantR, err1 := idealKeyed.Take(ctx, TakeRequest{Key: key(k), Limits: lim, Want: cost, Min: cost, Now: now})
-				gotR, err2 := ideal[k].Take(cost, cost, now)
+				var gotR Result
+				if cells {
+					gotR, err2 = idealHandled.TakeCell(&idealCells[k], key(k), lim, cost, cost, now)
+				} else {
+					gotR, err2 = ideal[k].Take(cost, cost, now)
+				}
 				if gotR != wantR || (err1 == nil) != (err2 == nil) {
 					t.Fatalf("step %d key %d: memory handle %+v %v, keyed %+v %v", step, k, gotR, err2, wantR, err1)
 				}
 				if step%89 == 0 {
 					for k := range keys {
-						if got, want := handles[k].Live(), keyed.find(key(k)) != nil; got != want {
+						leaseLive, idealLive := handles[k].Live(), ideal[k].Live()
+						if cells {
+							leaseLive, idealLive = handled.LiveRef(&refs[k]), idealHandled.LiveCell(&idealCells[k])
+							if got, want := handleStore.LiveCell(&storeCells[k]), keyedStore.Fields(key(k)) != nil; got != want {
+								t.Fatalf("step %d key %d: store cell live %v, keyed state %v", step, k, got, want)
+							}
+						}
+						if got, want := leaseLive, keyed.find(key(k)) != nil; got != want {
 							t.Fatalf("step %d key %d: lease handle live %v, keyed lease %v", step, k, got, want)
 						}
-						if got, want := ideal[k].Live(), idealKeyed.Fields(key(k)) != nil; got != want {
+						if got, want := idealLive, idealKeyed.Fields(key(k)) != nil; got != want {
 							t.Fatalf("step %d key %d: memory handle live %v, keyed state %v", step, k, got, want)
 						}
 					}
 				}
 			}
 			for k := 0; k < keys; k++ {
-				if got, want := handleStore.Fields(key(k)), keyedStore.Fields(key(k)); !reflect.DeepEqual(got, want) {
+				if got, want := handleStore.Fields(key(k)), keyedStore.Fields(key(k)); !cells && !reflect.DeepEqual(got, want) {
 					t.Errorf("key %d: store state %v with handles, %v keyed", k, got, want)
 				}
 				if only {
@@ -119,13 +145,16 @@ func TestLeaseHandleMatchesKeyed(t *testing.T) {
 			if got, want := idealHandled.Len(), idealKeyed.Len(); got != want {
 				t.Errorf("memory keys: got %d with handles, want %d", got, want)
 			}
+			if got, want := handleStore.Len(), keyedStore.Len(); got != want {
+				t.Errorf("store keys: got %d with handles, want %d", got, want)
+			}
 			// Close returns every lease's balance: the manager of handles only finds its
 			// leases without an index.
 			if err1, err2 := keyed.Close(ctx), handled.Close(ctx); err1 != nil || err2 != nil {
 				t.Fatalf("close: %v, %v", err1, err2)
 			}
 			for k := 0; k < keys; k++ {
-				if got, want := handleStore.Fields(key(k)), keyedStore.Fields(key(k)); !reflect.DeepEqual(got, want) {
+				if got, want := handleStore.Fields(key(k)), keyedStore.Fields(key(k)); !cells && !reflect.DeepEqual(got, want) {
 					t.Errorf("key %d: store state after Close %v with handles, %v keyed", k, got, want)
 				}
 			}

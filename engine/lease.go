@@ -518,9 +518,10 @@ const maxSpares = 4
 const spareAge = MinTTL
 
 // renew makes l a new lease of key in a new life (gen), keeping its prefetch
-// closure and its store hint (checked by the store before use).
+// closure and its store hint (checked by the store before use) unless that is
+// a cell (storeHint.renewed).
 func (m *LeaseManager) renew(l *lease, key string, limits []Limit) {
-	*l = lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue, gen: l.gen + 1, fetch: l.fetch, hint: l.hint}
+	*l = lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue, gen: l.gen + 1, fetch: l.fetch, hint: l.hint.renewed()}
 	l.setLimits(limits)
 	l.lowWater.Store(m.lowWater(l.size))
 }

@@ -49,6 +49,9 @@ type memEntry struct {
 	// it has none), never later than expire; other times naming it there
 	// are stale.
 	dueAt int64
+	// owner is the Memory of handles only whose key this entry is, in a
+	// MemoryCell once used; nil for an entry the Memory allocated.
+	owner *Memory
 }
 
 // ErrNoClock is returned by a store asked to use its own clock (Now ≤ 0) when
@@ -134,7 +137,7 @@ func (m *Memory) TakeBytes(_ context.Context, key []byte, r TakeRequest) (Result
 }
 
 func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
-	if m.handlesOnly() {
+	if m.handlesOnly() && (clone || !r.hint.isCell()) {
 		return Result{}, ErrHandlesOnly
 	}
 	sh := m.lock(key)
@@ -154,8 +157,8 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 	var e *memEntry
 	if clone {
 		e = sh.entry(key, true, len(limits), now)
-	} else {
-		e = m.hinted(sh, key, r.hint, len(limits), now)
+	} else if e, err = m.hinted(sh, key, r.hint, len(limits), now); err != nil {
+		return Result{}, err
 	}
 	res := take(limits, e.slots, now, want, need)
 	sh.touch(e, now, m.ttlOf(limits))
@@ -164,7 +167,7 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 
 // Return implements Store.
 func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
-	if m.handlesOnly() {
+	if m.handlesOnly() && !r.hint.isCell() {
 		return ErrHandlesOnly
 	}
 	sh := m.lock(r.Key)
@@ -181,7 +184,10 @@ func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
 	if err != nil {
 		return err
 	}
-	e := m.hinted(sh, r.Key, r.hint, len(limits), now)
+	e, err := m.hinted(sh, r.Key, r.hint, len(limits), now)
+	if err != nil {
+		return err
+	}
 	giveBack(limits, e.slots, now, n, r.TakenAt)
 	sh.touch(e, now, m.ttlOf(limits))
 	return nil
@@ -346,16 +352,40 @@ func (sh *memShard) add(key string, e *memEntry) {
 // cost more than the decision. The hint is checked (same Memory, same
 // key, entry not dropped) before it is used, and a concurrent Memory
 // ignores it: two goroutines may call the store for one lease at once.
+//
+// A hint without m is a cell's (LeaseManager.TakeCell): e is the entry in
+// the caller's MemoryCell, the only way a Memory of handles only finds the
+// key, and the one that every lease of the key shares.
 type storeHint struct {
 	m *Memory
 	e *memEntry
 }
 
+// isCell reports whether h is a MemoryCell's hint.
+func (h *storeHint) isCell() bool { return h != nil && h.m == nil && h.e != nil }
+
+// renewed is what a lease made anew keeps of h: the hint of a Memory's own
+// entry, which the store checks against the key, but not a cell, which is
+// one key's and which TakeCell gives again.
+func (h storeHint) renewed() storeHint {
+	if h.m == nil {
+		return storeHint{}
+	}
+	return h
+}
+
 // hinted is sh.entry for a request that may carry a hint. The caller
-// holds sh's lock; key must not change afterwards.
-func (m *Memory) hinted(sh *memShard, key string, h *storeHint, n int, now int64) *memEntry {
+// holds sh's lock; key must not change afterwards. A Memory of handles only
+// takes the entry of the hint's cell, and fails without one.
+func (m *Memory) hinted(sh *memShard, key string, h *storeHint, n int, now int64) (*memEntry, error) {
+	if sh.unindexed {
+		if !h.isCell() {
+			return nil, ErrHandlesOnly
+		}
+		return m.cellEntry(sh, h.e, key, n, now)
+	}
 	if !m.single || h == nil {
-		return sh.entry(key, false, n, now)
+		return sh.entry(key, false, n, now), nil
 	}
 	if e := h.e; h.m == m && e != nil && e.key == key {
 		if e.dropped {
@@ -364,11 +394,80 @@ func (m *Memory) hinted(sh *memShard, key string, h *storeHint, n int, now int64
 		} else {
 			e.renew(n, now)
 		}
-		return e
+		return e, nil
 	}
 	e := sh.entry(key, false, n, now)
 	*h = storeHint{m: m, e: e}
-	return e
+	return e, nil
+}
+
+// MemoryCell holds one key's state of a Memory of handles only
+// (NewHandlesOnlyMemory) in the caller's own memory: a caller that keeps
+// per-key state of its own (a simulator's key) embeds the cell there, so
+// that the key's bucket costs no allocation, no map entry and no pointer to
+// follow. Memory.TakeCell takes from it directly, and LeaseManager.TakeCell
+// hands it to the lease manager's store calls, so that every lease of the
+// key (one per gateway, say) reaches the one state. The zero cell is ready
+// to use; it belongs to the first Memory and key it is used with, and must
+// not be copied once used. The caller keeps it while it is live (LiveCell):
+// the Memory has no other way to the key's state.
+type MemoryCell struct {
+	e memEntry
+}
+
+// ErrCell is returned for a MemoryCell used with a Memory that keeps an index
+// of its keys, or with another Memory or key than its first.
+var ErrCell = errors.New("engine: a MemoryCell is one key's of one Memory of handles only")
+
+// cellEntry returns e, the entry of a MemoryCell, as key's state in m with
+// room for n limits, fresh when it has expired or Expire dropped it. The
+// caller holds sh's lock, sh being m's one shard.
+func (m *Memory) cellEntry(sh *memShard, e *memEntry, key string, n int, now int64) (*memEntry, error) {
+	switch {
+	case e.owner == nil:
+		e.owner, e.key, e.dueAt = m, key, notDue
+		e.slots = e.inline[:0]
+		sh.add(key, e)
+	case e.owner != m || e.key != key:
+		return nil, ErrCell
+	case e.dropped:
+		e.slots, e.last, e.expire, e.dropped = e.slots[:0], 0, 0, false
+		sh.add(key, e)
+	}
+	e.renew(n, now)
+	return e, nil
+}
+
+// TakeCell is MemoryHandle.Take for key (with limits), whose state is in c,
+// on a Memory of handles only (ErrCell on another).
+func (m *Memory) TakeCell(c *MemoryCell, key string, limits []Limit, want, need, now int64) (Result, error) {
+	if !m.handlesOnly() {
+		return Result{}, ErrCell
+	}
+	sh := &m.shards[0]
+	xs, err := sh.exact.of(key, limits)
+	if err != nil {
+		return Result{}, err
+	}
+	req := TakeRequest{Key: key, Limits: limits, Want: want, Min: need, Now: now}
+	if want, need, err = req.amounts(); err != nil {
+		return Result{}, err
+	}
+	if now, err = m.now(now); err != nil {
+		return Result{}, err
+	}
+	e, err := m.cellEntry(sh, &c.e, key, len(xs), now)
+	if err != nil {
+		return Result{}, err
+	}
+	res := take(xs, e.slots, now, want, need)
+	sh.touch(e, now, m.ttlOf(xs))
+	return res, nil
+}
+
+// LiveCell reports whether m holds state in c that Expire has not dropped.
+func (m *Memory) LiveCell(c *MemoryCell) bool {
+	return c.e.owner == m && !c.e.dropped
 }
 
 // renew makes e fresh when it has expired at now, and gives it room for n limits.
