@@ -252,6 +252,7 @@ type meteredStore struct {
 
 func (m meteredStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
 	res, err := m.inner.Take(ctx, r)
+	m.sh.storeFailed(err)
 	m.st.out.StoreCalls++
 	if res.Granted > 0 {
 		m.st.out.LeaseMax = max(m.st.out.LeaseMax, res.Granted)
@@ -261,5 +262,7 @@ func (m meteredStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Re
 }
 
 func (m meteredStore) Return(ctx context.Context, r engine.ReturnRequest) error {
-	return m.inner.Return(ctx, r)
+	err := m.inner.Return(ctx, r)
+	m.sh.storeFailed(err)
+	return err
 }

@@ -1,9 +1,13 @@
 package simulate
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/rlctl/rlctl/engine"
 )
 
 func TestEventQueueOrder(t *testing.T) {
@@ -124,5 +128,38 @@ func TestNATTrackerBound(t *testing.T) {
 	}
 	if n.untracked != 2 {
 		t.Errorf("untracked sightings: got %d, want 2", n.untracked)
+	}
+}
+
+// failingStore is a virtual store with a bug: every call fails.
+type failingStore struct{}
+
+var errStoreBug = errors.New("store bug")
+
+func (failingStore) Take(context.Context, engine.TakeRequest) (engine.Result, error) {
+	return engine.Result{}, errStoreBug
+}
+func (failingStore) Return(context.Context, engine.ReturnRequest) error { return errStoreBug }
+
+// TestStoreErrorEndsReplay checks that an error of the virtual store, which a lease manager
+// would take for an outage and fail open on, ends the replay instead of changing its figures.
+func TestStoreErrorEndsReplay(t *testing.T) {
+	s, err := New(Config{Model: testModel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := s.shards[0]
+	if err := sh.tick(1, nil); err != nil {
+		t.Fatalf("tick before any failure: %v", err)
+	}
+	m := meteredStore{sh: sh, inner: failingStore{}, st: &sh.rules[0].stats}
+	if err := m.Return(context.Background(), engine.ReturnRequest{}); !errors.Is(err, errStoreBug) {
+		t.Fatalf("Return: got %v", err)
+	}
+	if err := sh.tick(2, nil); !errors.Is(err, errStoreBug) {
+		t.Errorf("tick after a failed store call: got %v, want the store's error", err)
+	}
+	if _, err := s.Finish(); !errors.Is(err, errStoreBug) {
+		t.Errorf("Finish after a failed store call: got %v, want the store's error", err)
 	}
 }

@@ -64,8 +64,11 @@ type shard struct {
 	lastBucket int
 
 	rules []shardRule // by ruleSim.index
-	keys  keyTable
-	nat   natTracker
+	// storeErr is the first error of the virtual store, which never fails but for a bug: a
+	// lease manager would treat it as an outage and fail open, so the replay ends instead.
+	storeErr error
+	keys     keyTable
+	nat      natTracker
 	// deniedLimit bounds keys.denied; droppedDenied counts the denied keys forgotten since.
 	deniedLimit   int
 	droppedDenied int64
@@ -84,14 +87,29 @@ func newShard(s *Simulator, id int) *shard {
 		deniedLimit: maxDeniedKeys / shardCount}
 	sh.clock = engine.ClockFunc(func() int64 { return sh.nowUs / 1000 })
 	// Everything runs on the shard's worker: requests, the events the dispatcher queues, Sweep.
-	// The store is shared by the gateways' lease managers, which call it by key; the ideal
-	// engine is reached only through the keys' handles.
-	sh.store, sh.ideal = engine.NewSingleGoroutineMemory(sh.clock), engine.NewHandlesOnlyMemory(sh.clock)
+	// The store is shared by the gateways' lease managers, the ideal engine by nobody; both
+	// hold a key's state in the key's keyState (engine.MemoryCell), and keep no index of keys.
+	sh.store, sh.ideal = engine.NewHandlesOnlyMemory(sh.clock), engine.NewHandlesOnlyMemory(sh.clock)
 	sh.disp = engine.DispatchFunc(func(fn func(context.Context)) {
 		sh.seq++
 		sh.events.push(event{atUs: sh.nowUs + sh.lat.draw(), seq: sh.seq, fn: fn})
 	})
 	return sh
+}
+
+// storeFailed records err, an error of the virtual store, if it is the first.
+func (sh *shard) storeFailed(err error) {
+	if err != nil && sh.storeErr == nil {
+		sh.storeErr = err
+	}
+}
+
+// failed is the error that ends the replay when the virtual store has failed.
+func (sh *shard) failed() error {
+	if sh.storeErr == nil {
+		return nil
+	}
+	return fmt.Errorf("shard %d: virtual store: %w", sh.id, sh.storeErr)
 }
 
 // manager returns rule r's lease manager on gateway g, made on first use.
@@ -181,7 +199,7 @@ func (sh *shard) tick(k int64, stranded []int64) error {
 		sh.ideal.Expire(now)
 		sh.prune(now)
 	}
-	return nil
+	return sh.failed()
 }
 
 // sampling reports whether tick k samples stranded tokens: every fifth tick.
@@ -225,9 +243,9 @@ func (sh *shard) prune(now int64) {
 }
 
 // live reports whether the engines hold state of key ks: a lease on a gateway that Sweep has
-// not forgotten, or ideal state that Expire has not dropped. The lease managers and the ideal
-// store keep no index of their keys (engine.LeaseConfig.HandlesOnly), so the key's state must
-// be kept while it is live.
+// not forgotten, or store or ideal state that Expire has not dropped. The engines keep no
+// index of their keys (engine.LeaseConfig.HandlesOnly, engine.NewHandlesOnlyMemory), so the
+// key's state must be kept while it is live.
 func (sh *shard) live(ks *keyState) bool {
 	managers := sh.rules[ks.rule].gateway
 	for g := range ks.leases {
@@ -235,7 +253,7 @@ func (sh *shard) live(ks *keyState) bool {
 			return true
 		}
 	}
-	return sh.ideal.LiveRef(&ks.ideal, ks.key)
+	return sh.store.LiveCell(&ks.store) || sh.ideal.LiveCell(&ks.ideal)
 }
 
 // decide runs hit h of record p, sequenced onto gateway p.g of gateways gw, through the
@@ -257,11 +275,14 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	if len(ks.leases) <= g { // a gateway added since (Assignment "field")
 		ks.leases = append(ks.leases, make([]engine.LeaseRef, len(gw.names)-len(ks.leases))...)
 	}
-	dec, err := sh.manager(rs.index, g).TakeRef(sh.ctx, &ks.leases[g], ks.key, plan.Limits, plan.Cost)
+	dec, err := sh.manager(rs.index, g).TakeCell(sh.ctx, &ks.leases[g], &ks.store, ks.key, plan.Limits, plan.Cost)
+	if err == nil {
+		err = sh.failed() // a reply that landed before the take, or the take's own
+	}
 	if err != nil {
 		return fmt.Errorf("rule %s/%s: %w", plan.Domain, rs.rule.Name, err)
 	}
-	ideal, err := sh.ideal.TakeRef(&ks.ideal, ks.key, plan.Limits, plan.Cost, plan.Cost, now)
+	ideal, err := sh.ideal.TakeCell(&ks.ideal, ks.key, plan.Limits, plan.Cost, plan.Cost, now)
 	if err != nil {
 		return fmt.Errorf("rule %s/%s: ideal: %w", plan.Domain, rs.rule.Name, err)
 	}

@@ -472,6 +472,9 @@ func (s *Simulator) Finish() (*report.Report, error) {
 	}
 	for _, sh := range s.shards {
 		sh.finish(s.requests, s.nowMs, s.bucketMs, last)
+		if err := sh.failed(); err != nil {
+			return nil, err
+		}
 	}
 	r := &report.Report{
 		Requests: s.requests,

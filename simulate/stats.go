@@ -26,23 +26,29 @@ const (
 	serLease
 )
 
-// keyState is one rate-limit key of a rule: its store key and what it saw. What every decision
-// reads comes first, so that it shares the first cache lines.
+// keyState is one rate-limit key of a rule: its store key, what it saw, and its state in the
+// engines. It is one allocation: what finding the key reads comes first, then what every
+// decision reads, so that a decision touches a few adjacent cache lines of one object rather
+// than an object per engine.
 type keyState struct {
+	next *keyState // another key with the same hash (keyTable)
+	id   uint64    // keyID of the store key
+
 	requests int64
 	lastMs   int64
 	denials  int64
-	// The key resolved once in the engines: its lease on each gateway (zero until the gateway
-	// first sees it; in inline for up to four gateways) and its ideal bucket. They are
-	// references rather than handles: the key and its rule's limits are kept once, here.
+	// The key's state in the engines, held here rather than by them (they keep no index of
+	// their keys): its lease on each gateway (zero until the gateway first sees it; in inline
+	// for up to four gateways), its bucket in the ideal engine, and its bucket in the virtual
+	// fleet's store, which every gateway's lease of the key reaches. The key and its rule's
+	// limits are kept once, here.
 	leases []engine.LeaseRef
-	ideal  engine.MemoryRef
 	inline [4]engine.LeaseRef
+	ideal  engine.MemoryCell
+	store  engine.MemoryCell
 
-	next *keyState // another key with the same hash (keyTable)
-	id   uint64    // keyID of the store key
-	rule int       // its rule's index in Simulator.rules
-	key  string    // the store key
+	rule int    // its rule's index in Simulator.rules
+	key  string // the store key
 	// display ("k=v, k=v") and addr, the address or subnet in the descriptor for the
 	// shared-NAT check, are set on the key's first denial (shard.describe).
 	display string
