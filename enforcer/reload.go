@@ -26,19 +26,56 @@ func (e *Enforcer) reload() error {
 	}
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
+	return e.loadFile(false)
+}
+
+// loadFile reads the snapshot file and swaps it in; when changed is set, only if it holds
+// another policy than the one serving (a watch event for a file rewritten as it was). The
+// caller holds reloadMu.
+func (e *Enforcer) loadFile(changed bool) error {
 	raw, err := readFile(e.conf.SnapshotPath)
 	if err == nil {
-		if err = e.swap(raw); err == nil {
-			return nil
+		var s snapshot
+		if s, err = parseSnapshot(raw); err == nil {
+			if changed && e.serving(s) {
+				return nil
+			}
+			if err = e.swap(s); err == nil {
+				return nil
+			}
 		}
 	}
 	return e.rejected(fmt.Errorf("enforcer: --config %s: %w", e.conf.SnapshotPath, err))
 }
 
-// swap compiles the snapshot in raw and swaps it in: the path every new snapshot takes, from
-// the file or over xDS. The caller holds reloadMu.
-func (e *Enforcer) swap(raw []byte) error {
-	rc, err := e.compileSnapshot(raw)
+// snapshot is a policy snapshot read once: its model and its version, the model's content hash.
+type snapshot struct {
+	model   *policy.Model
+	version string
+}
+
+func parseSnapshot(raw []byte) (snapshot, error) {
+	m, err := readSnapshot(bytes.NewReader(raw))
+	if err != nil {
+		return snapshot{}, err
+	}
+	v, err := policy.ContentHash(m)
+	if err != nil {
+		return snapshot{}, err
+	}
+	return snapshot{model: m, version: v}, nil
+}
+
+// serving reports whether s is the policy serving now.
+func (e *Enforcer) serving(s snapshot) bool {
+	c := e.cfg.Load()
+	return c != nil && c.version == s.version
+}
+
+// swap compiles s and swaps it in: the path every new snapshot takes, from the file or over
+// xDS. The caller holds reloadMu.
+func (e *Enforcer) swap(s snapshot) error {
+	rc, err := compile(s.model, s.version, e.conf.InstanceID, e.mx, e.leasing)
 	if err != nil {
 		return err
 	}
@@ -73,14 +110,6 @@ func (e *Enforcer) rejected(err error) error {
 	return err
 }
 
-func (e *Enforcer) compileSnapshot(raw []byte) (*runtimeConfig, error) {
-	m, err := readSnapshot(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	return compile(m, e.conf.InstanceID, e.mx, e.leasing)
-}
-
 // watch reloads the snapshot when it changes. It watches the file's directory, so that an
 // atomic replace (write a temporary file, rename it over) and Kubernetes ConfigMap symlink
 // swaps are seen, and waits for 100ms of quiet before reloading a burst of events.
@@ -98,12 +127,9 @@ func (e *Enforcer) watch(ctx context.Context) error {
 		},
 		Quiet: 100 * time.Millisecond,
 		OnChange: func(string) {
-			if c := e.cfg.Load(); c != nil {
-				if raw, err := readFile(e.conf.SnapshotPath); err == nil && sameVersion(raw, c.version) {
-					return
-				}
-			}
-			_ = e.reload()
+			e.reloadMu.Lock()
+			defer e.reloadMu.Unlock()
+			_ = e.loadFile(true)
 		},
 		OnError: func(err error) { e.log.Error("watching --config", "error", err) },
 	})
@@ -111,15 +137,4 @@ func (e *Enforcer) watch(ctx context.Context) error {
 		return fmt.Errorf("enforcer: watching --config: %w", err)
 	}
 	return nil
-}
-
-// sameVersion reports whether the snapshot in raw is the policy of version: whether its model
-// has that content hash.
-func sameVersion(raw []byte, version string) bool {
-	m, err := readSnapshot(bytes.NewReader(raw))
-	if err != nil {
-		return false
-	}
-	v, err := policy.ContentHash(m)
-	return err == nil && v == version
 }

@@ -132,3 +132,26 @@ func benchShouldRateLimitCtx(b *testing.B, ctx context.Context, mods ...func(*Co
 		}
 	})
 }
+
+// TestWatchSkipsUnchangedPolicy rewrites the snapshot file as it was, which the watch sees as a
+// change of the file but not of the policy: nothing is swapped in or counted. A changed policy
+// written after it is.
+func TestWatchSkipsUnchangedPolicy(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	const ok = `rate_limit_config_reloads_total{result="ok"}`
+	before, v1 := in.metric(t, ok), in.ConfigVersion()
+	writeSnapshot(t, in.path, testModel())
+	// The watch reloads 100ms after the last event; a reload of the same policy would have been
+	// counted well within this.
+	time.Sleep(500 * time.Millisecond)
+	if got := in.metric(t, ok); got != before {
+		t.Errorf("after rewriting the same policy: %v reloads, want %v", got, before)
+	}
+	m := testModel()
+	m.Domains[0].Rules = append(m.Domains[0].Rules, testRule("added", 1, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen))
+	writeSnapshot(t, in.path, m)
+	eventually(t, 3*time.Second, "the new version", func() bool { return in.ConfigVersion() != v1 })
+	if got := in.metric(t, ok); got != before+1 {
+		t.Errorf("after a changed policy: %v reloads, want %v", got, before+1)
+	}
+}

@@ -43,12 +43,9 @@ type ruleState struct {
 	shadowSuppressed atomic.Int64
 }
 
-// compile builds the request-path form of m. instance decides canary membership.
-func compile(m *policy.Model, instance string, mx *metrics, ls *leasing) (*runtimeConfig, error) {
-	version, err := policy.ContentHash(m)
-	if err != nil {
-		return nil, err
-	}
+// compile builds the request-path form of m, whose content hash is version. instance decides
+// canary membership.
+func compile(m *policy.Model, version, instance string, mx *metrics, ls *leasing) (*runtimeConfig, error) {
 	rc := &runtimeConfig{model: m, version: version, domains: make(map[string]*domainState, len(m.Domains))}
 	for _, d := range m.Domains {
 		if d == nil || d.Name == "" {

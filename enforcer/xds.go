@@ -60,10 +60,14 @@ func (e *Enforcer) applyXDS(version string, raw []byte) error {
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
 	old := e.cfg.Load()
-	if old != nil && sameVersion(raw, old.version) {
+	s, err := parseSnapshot(raw)
+	if err == nil && e.serving(s) {
 		return nil
 	}
-	if err := e.swap(raw); err != nil {
+	if err == nil {
+		err = e.swap(s)
+	}
+	if err != nil {
 		return e.rejected(fmt.Errorf("enforcer: --xds %s: version %s: %w", e.conf.XDSAddr, version, err))
 	}
 	if old == nil {
