@@ -1,0 +1,124 @@
+#!/bin/sh
+# Whether a change makes rlctl simulate faster: builds two revisions and replays one
+# million-line log with each in turn, PAIRS times, then prints the median wall and CPU seconds of
+# each, how many pairs the new build won, and whether both wrote the same report. This machine's
+# speed drifts by up to a third from one minute to the next, so only runs taken side by side can
+# be compared; a run of each, or figures from different hours, prove nothing.
+#
+# Usage: scripts/ab-simulate.sh OLD [NEW]     (from anywhere in the checkout)
+#   OLD, NEW  revisions (a commit, a branch, HEAD~1); without NEW, the working tree as it is
+# Environment:
+#   PAIRS=8        alternating pairs of runs
+#   LINES=1000000  lines of the Envoy JSON log, reused from out/bench/ (bench-simulate.sh's) when
+#                  there, else generated into a temporary directory
+#   ARGS=          more flags for both replays, e.g. ARGS='--gateways 7 --store-latency uniform:0-5ms'
+#
+# Exit status: 0 when both builds wrote the same report, 1 when the reports differ (a change
+# meant to be faster must not change a figure) or a step failed.
+#
+# Only POSIX tools plus GNU date (+%N), and go, git.
+set -eu
+cd "$(dirname "$0")/.."
+pairs=${PAIRS:-8} lines=${LINES:-1000000} args=${ARGS:-}
+case $pairs in '' | *[!0-9]* | 0) echo "ab-simulate: PAIRS=$pairs: want a positive number" >&2; exit 1 ;; esac
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  echo "usage: scripts/ab-simulate.sh OLD [NEW]" >&2
+  exit 1
+fi
+for tool in go git awk sort cmp date; do
+  command -v "$tool" >/dev/null || { echo "ab-simulate: $tool is not installed" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+cleanup() {
+  for d in "$work/old" "$work/new"; do
+    if [ -d "$d" ]; then git worktree remove --force "$d" >/dev/null 2>&1 || true; fi
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# build NAME REV builds REV's rlctl as $work/rlctl-NAME; an empty REV builds the working tree.
+build() {
+  if [ -z "$2" ]; then
+    go build -o "$work/rlctl-$1" ./cmd/rlctl
+    return
+  fi
+  git worktree add --detach --quiet "$work/$1" "$2"
+  (cd "$work/$1" && go build -o "$work/rlctl-$1" ./cmd/rlctl)
+}
+old=$(git rev-parse --short "$1^{commit}")
+build old "$old"
+if [ $# -eq 2 ]; then
+  new=$(git rev-parse --short "$2^{commit}")
+  build new "$new"
+else
+  new="working tree"
+  build new ""
+fi
+
+log=out/bench/simulate-envoy-json-$lines.log
+if [ ! -f "$log" ]; then
+  log=$work/envoy-$lines.log
+  echo "ab-simulate: generating $log" >&2
+  "$work/rlctl-new" gen-logs --seed 1 --lines "$lines" --format envoy-json --out "$log"
+fi
+
+# cpu FILE prints the CPU seconds (user and system) the shell's children had used when the
+# times builtin wrote FILE: its second line, such as "0m1.25s 0m0.40s". (times runs in this
+# shell, not in a command substitution, whose subshell has no children.)
+cpu() {
+  awk 'NR == 2 {
+    s = 0
+    for (i = 1; i <= 2; i++) { split($i, p, "m"); sub(/s$/, "", p[2]); s += p[1] * 60 + p[2] }
+    printf "%.3f\n", s
+  }' "$1"
+}
+
+# run NAME replays the log with rlctl-NAME into $work/NAME.json and appends "NAME WALL CPU" to
+# $work/times.
+run() {
+  times >"$work/cpu0"
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2086 # ARGS is a list of flags
+  "$work/rlctl-$1" simulate --policies policies --log "$log" -o json --out "$work/$1.json" $args >&2
+  t1=$(date +%s.%N)
+  times >"$work/cpu1"
+  awk -v n="$1" -v a="$t0" -v b="$t1" -v c="$(cpu "$work/cpu0")" -v d="$(cpu "$work/cpu1")" \
+    'BEGIN { printf "%s %.3f %.3f\n", n, b - a, d - c }' >>"$work/times"
+}
+
+: >"$work/times"
+i=1
+while [ "$i" -le "$pairs" ]; do
+  echo "ab-simulate: pair $i of $pairs" >&2
+  run old
+  run new
+  i=$((i + 1))
+done
+
+# median NAME FIELD prints the median of FIELD (2 wall, 3 CPU) of NAME's runs.
+median() {
+  awk -v n="$1" -v f="$2" '$1 == n { print $f }' "$work/times" | sort -n | awk '{ v[NR] = $1 }
+    END { if (NR % 2) printf "%.3f\n", v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+won=$(awk '$1 == "old" { o = $2 } $1 == "new" && $2 < o { n++ } END { print n + 0 }' "$work/times")
+
+echo "rlctl simulate, $old against $new: $lines lines, $pairs alternating pairs${args:+, $args}"
+echo "date:   $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "nproc:  $(nproc 2>/dev/null || echo '?')"
+echo
+printf '%-14s %12s %12s\n' build "wall (s)" "CPU (s)"
+printf '%-14s %12s %12s\n' "$old" "$(median old 2)" "$(median old 3)"
+printf '%-14s %12s %12s\n' "$new" "$(median new 2)" "$(median new 3)"
+echo
+echo "new faster in $won of $pairs pairs (wall time); medians of each build's runs"
+if cmp -s "$work/old.json" "$work/new.json"; then
+  echo "reports: byte-identical"
+else
+  cp "$work/old.json" out/ab-old.json 2>/dev/null || true
+  cp "$work/new.json" out/ab-new.json 2>/dev/null || true
+  echo "reports: DIFFER (out/ab-old.json, out/ab-new.json): a change to a figure must be explained" >&2
+  exit 1
+fi
