@@ -48,10 +48,14 @@ build() {
   git worktree add --detach --quiet "$work/$1" "$2"
   (cd "$work/$1" && go build -o "$work/rlctl-$1" ./cmd/rlctl)
 }
-old=$(git rev-parse --short "$1^{commit}")
+# rev REV prints REV's short commit hash, or fails naming it.
+rev() {
+  git rev-parse --short --verify --quiet "$1^{commit}" || { echo "ab-simulate: $1: not a revision" >&2; exit 1; }
+}
+old=$(rev "$1")
 build old "$old"
 if [ $# -eq 2 ]; then
-  new=$(git rev-parse --short "$2^{commit}")
+  new=$(rev "$2")
   build new "$new"
 else
   new="working tree"
