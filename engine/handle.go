@@ -130,14 +130,7 @@ type MemoryHandle struct {
 	key    string
 	limits []Limit
 	sh     *memShard
-	ref    MemoryRef
-}
-
-// MemoryRef is what a MemoryHandle holds of its key's state, as LeaseRef is
-// of a LeaseHandle: the caller keeps the key and limits and passes them to
-// TakeRef. The zero MemoryRef is ready to use.
-type MemoryRef struct {
-	e *memEntry // nil until the first Take; a dropped one is replaced
+	e      *memEntry // nil until the first Take; a dropped one is replaced
 }
 
 // Handle returns a handle on key with limits (the same slice every time, as
@@ -157,67 +150,56 @@ func (h *MemoryHandle) Key() string { return h.key }
 // dropped. A caller of a Memory of handles only (NewHandlesOnlyMemory) must
 // keep the handle while it is live.
 func (h *MemoryHandle) Live() bool {
-	return h.m != nil && h.m.liveIn(h.sh, &h.ref) // false for the zero handle
+	if h.m == nil {
+		return false // the zero handle
+	}
+	h.m.lockShard(h.sh)
+	defer h.m.unlock(h.sh)
+	return h.e != nil && !h.e.dropped
 }
 
 // Take takes between need and want tokens at now (0 or less: the store's
 // clock), as Memory.Take of TakeRequest{Key, Limits, Want: want, Min: need,
 // Now: now} does.
 func (h *MemoryHandle) Take(want, need, now int64) (Result, error) {
-	return h.m.takeRef(h.sh, &h.ref, h.key, h.limits, want, need, now)
-}
-
-// TakeRef is MemoryHandle.Take through r, a reference of key (with limits)
-// in m that the caller keeps for it as a MemoryHandle does. On a concurrent
-// Memory it hashes key to find its lock, which a handle does once.
-func (m *Memory) TakeRef(r *MemoryRef, key string, limits []Limit, want, need, now int64) (Result, error) {
-	sh := m.lock(key)
-	m.unlock(sh)
-	return m.takeRef(sh, r, key, limits, want, need, now)
-}
-
-// LiveRef is MemoryHandle.Live of a reference r of key.
-func (m *Memory) LiveRef(r *MemoryRef, key string) bool {
-	sh := m.lock(key)
-	m.unlock(sh)
-	return m.liveIn(sh, r)
-}
-
-// liveIn reports whether r, of a key of sh, has state.
-func (m *Memory) liveIn(sh *memShard, r *MemoryRef) bool {
+	m, sh := h.m, h.sh
 	m.lockShard(sh)
 	defer m.unlock(sh)
-	return r.e != nil && !r.e.dropped
-}
-
-func (m *Memory) takeRef(sh *memShard, r *MemoryRef, key string, limits []Limit, want, need, now int64) (Result, error) {
-	m.lockShard(sh)
-	defer m.unlock(sh)
-	xs, err := sh.exact.of(key, limits)
+	xs, want, need, now, err := m.takeArgs(sh, h.key, h.limits, want, need, now)
 	if err != nil {
 		return Result{}, err
 	}
-	req := TakeRequest{Key: key, Limits: limits, Want: want, Min: need, Now: now}
-	want, need, err = req.amounts()
-	if err != nil {
-		return Result{}, err
-	}
-	now, err = m.now(now)
-	if err != nil {
-		return Result{}, err
-	}
-	e := r.e
+	e := h.e
 	switch {
 	case e == nil:
-		e = sh.entry(key, false, len(xs), now)
-		r.e = e
+		e = sh.entry(h.key, false, len(xs), now)
+		h.e = e
 	case e.dropped:
-		e = sh.reentry(key, e, len(xs), now)
-		r.e = e
+		e = sh.reentry(h.key, e, len(xs), now)
+		h.e = e
 	default:
 		e.renew(len(xs), now)
 	}
 	res := take(xs, e.slots, now, want, need)
 	sh.touch(e, now, m.ttlOf(xs))
 	return res, nil
+}
+
+// takeArgs checks a take of want tokens, at least need, at now (0 or less:
+// the store's clock) against limits, as Take does for the handles and cells
+// that skip its lookup of the key: it returns the limits' exact schemes and
+// the amounts and time to take with. The caller holds sh's lock.
+func (m *Memory) takeArgs(sh *memShard, key string, limits []Limit, want, need, now int64) ([]exact, int64, int64, int64, error) {
+	xs, err := sh.exact.of(key, limits)
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	req := TakeRequest{Key: key, Limits: limits, Want: want, Min: need, Now: now}
+	if want, need, err = req.amounts(); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	if now, err = m.now(now); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	return xs, want, need, now, nil
 }

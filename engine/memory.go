@@ -105,9 +105,9 @@ func NewSingleGoroutineMemory(clock Clock) *Memory {
 }
 
 // NewHandlesOnlyMemory returns a NewSingleGoroutineMemory for a caller that
-// reaches every key through one handle of its own (Memory.Handle) or one
-// reference (MemoryRef, with TakeRef), kept while the key's state lives
-// (MemoryHandle.Live, LiveRef), and never by key: it
+// reaches every key through one handle of its own (Memory.Handle) or one cell
+// (MemoryCell, with TakeCell), kept while the key's state lives
+// (MemoryHandle.Live, LiveCell), and never by key: it
 // keeps no index of its keys, so a key seen a few times costs no map
 // insert, lookup and delete. Its keyed calls (Take, TakeBytes, Return) fail
 // with ErrHandlesOnly and Fields finds nothing; its handles decide as a
@@ -445,15 +445,8 @@ func (m *Memory) TakeCell(c *MemoryCell, key string, limits []Limit, want, need,
 		return Result{}, ErrCell
 	}
 	sh := &m.shards[0]
-	xs, err := sh.exact.of(key, limits)
+	xs, want, need, now, err := m.takeArgs(sh, key, limits, want, need, now)
 	if err != nil {
-		return Result{}, err
-	}
-	req := TakeRequest{Key: key, Limits: limits, Want: want, Min: need, Now: now}
-	if want, need, err = req.amounts(); err != nil {
-		return Result{}, err
-	}
-	if now, err = m.now(now); err != nil {
 		return Result{}, err
 	}
 	e, err := m.cellEntry(sh, &c.e, key, len(xs), now)
