@@ -82,6 +82,7 @@ type attackResult struct {
 	perMs    []int64
 	startMs  int64
 	okPer100 []int64 // admitted per 100 ms of the run (with perMs)
+	okPerMs  []int64 // admitted per millisecond of sending, as perMs (with perMs)
 	elapsed  time.Duration
 	// cmds is the Redis commands processed during the run (redisCommands), byCmd the same by
 	// command.
@@ -109,9 +110,10 @@ func hammer(tb testing.TB, srv *redistest.Server, ins []*instance, workers int, 
 		firstErr atomic.Value
 		wg       sync.WaitGroup
 	)
-	var okPer100 []atomic.Int64 // admitted per 100 ms of the run, for the log
+	var okPer100, okPerMs []atomic.Int64 // admitted per 100 ms of the run, and per ms sent, for the log
 	if d > 0 {
 		perMs = make([]atomic.Int64, d.Milliseconds()+1)
+		okPerMs = make([]atomic.Int64, d.Milliseconds()+1)
 		okPer100 = make([]atomic.Int64, d.Milliseconds()/100+1)
 	}
 	before := redisCommands(tb, srv)
@@ -128,8 +130,9 @@ func hammer(tb testing.TB, srv *redistest.Server, ins []*instance, workers int, 
 				if d > 0 && since >= d || n > 0 && sent.Add(1) > n {
 					return
 				}
+				ms := (frac + since.Nanoseconds()) / 1e6
 				if perMs != nil {
-					perMs[(frac+since.Nanoseconds())/1e6].Add(1)
+					perMs[ms].Add(1)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				resp, err := ins[i%len(ins)].client.ShouldRateLimit(ctx, req)
@@ -141,6 +144,7 @@ func hammer(tb testing.TB, srv *redistest.Server, ins []*instance, workers int, 
 				case resp.OverallCode == rlsv3.RateLimitResponse_OK:
 					admitted.Add(1)
 					if perMs != nil {
+						okPerMs[ms].Add(1)
 						okPer100[min(int(since/(100*time.Millisecond)), len(okPer100)-1)].Add(1)
 					}
 				case resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT:
@@ -163,9 +167,9 @@ func hammer(tb testing.TB, srv *redistest.Server, ins []*instance, workers int, 
 		for i := range okPer100 {
 			res.okPer100 = append(res.okPer100, okPer100[i].Load())
 		}
-		res.perMs = make([]int64, len(perMs))
+		res.perMs, res.okPerMs = make([]int64, len(perMs)), make([]int64, len(perMs))
 		for i := range perMs {
-			res.perMs[i] = perMs[i].Load()
+			res.perMs[i], res.okPerMs[i] = perMs[i].Load(), okPerMs[i].Load()
 			res.requests += res.perMs[i]
 		}
 	} else {
@@ -206,8 +210,9 @@ func redisCommands(tb testing.TB, srv *redistest.Server) map[string]int64 {
 
 // idealAdmitted replays the requests sent in each millisecond (perMs[i] in Unix millisecond
 // startMs+i) through one ideal bucket, an in-memory store whose clock is the replay's, with the
-// limits the enforcer compiles for rule r, and returns what it admits.
-func idealAdmitted(tb testing.TB, r *policy.Rule, startMs int64, perMs []int64) int64 {
+// limits the enforcer compiles for rule r, and returns what it admits, in all and in each
+// millisecond.
+func idealAdmitted(tb testing.TB, r *policy.Rule, startMs int64, perMs []int64) (int64, []int64) {
 	tb.Helper()
 	limits, err := engine.RuleLimits(r)
 	if err != nil {
@@ -216,6 +221,7 @@ func idealAdmitted(tb testing.TB, r *policy.Rule, startMs int64, perMs []int64) 
 	var now int64
 	store := engine.NewMemory(engine.ClockFunc(func() int64 { return now }))
 	var admitted int64
+	okPerMs := make([]int64, len(perMs))
 	for i, n := range perMs {
 		now = startMs + int64(i)
 		for range n {
@@ -224,9 +230,26 @@ func idealAdmitted(tb testing.TB, r *policy.Rule, startMs int64, perMs []int64) 
 				tb.Fatal(err)
 			}
 			admitted += res.Granted
+			okPerMs[i] += res.Granted
 		}
 	}
-	return admitted
+	return admitted, okPerMs
+}
+
+// perWindow sums counts, one per millisecond from Unix millisecond startMs, into windows of
+// windowMs aligned as the store aligns fixed and sliding windows (on multiples of windowMs),
+// formatted "a b c".
+func perWindow(startMs int64, counts []int64, windowMs int64) string {
+	var sums []int64
+	first := startMs / windowMs
+	for i, n := range counts {
+		w := int((startMs+int64(i))/windowMs - first)
+		for len(sums) <= w {
+			sums = append(sums, 0)
+		}
+		sums[w] += n
+	}
+	return strings.Trim(fmt.Sprint(sums), "[]")
 }
 
 // breakerOpens sums rate_limit_breaker_transitions_total{to="open"} over ins.
@@ -337,7 +360,7 @@ func attackCase(t *testing.T, algo policy.Algorithm, mode policy.FailureMode, wo
 	// spends, and windows carry leased tokens over), which is no over-admission.
 	time.Sleep(time.Duration(attackWindowMs-time.Now().UnixMilli()%attackWindowMs) * time.Millisecond)
 	run := hammer(t, srv, ins, workers, attackFor, 0)
-	ideal := idealAdmitted(t, m.Domains[0].Rules[0], run.startMs, run.perMs)
+	ideal, idealPerMs := idealAdmitted(t, m.Domains[0].Rules[0], run.startMs, run.perMs)
 	opens := breakerOpens(t, ins)
 	perReq := float64(run.cmds) / float64(max(run.requests, 1))
 
@@ -348,6 +371,10 @@ func attackCase(t *testing.T, algo policy.Algorithm, mode policy.FailureMode, wo
 		leastPer(run.perMs, 100), run.cmds, float64(run.cmds)/run.elapsed.Seconds(), formatCmds(run.byCmd))
 
 	t.Logf("store calls: %s; admitted per 100ms: %v", storeCalls(t, ins), run.okPer100)
+	// By the store's windows and send times: which window took more than the ideal, when a
+	// case fails.
+	t.Logf("admitted per %d ms window by send time: %s (the ideal: %s)", attackWindowMs,
+		perWindow(run.startMs, run.okPerMs, attackWindowMs), perWindow(run.startMs, idealPerMs, attackWindowMs))
 
 	if run.errs != 0 || run.otherCodes != 0 {
 		t.Errorf("gRPC errors: got %d (first: %s), and %d answers neither OK nor OVER_LIMIT; want 0", run.errs, run.firstErr, run.otherCodes)
