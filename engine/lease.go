@@ -174,6 +174,12 @@ type lease struct {
 
 	// Line 3.
 	drained int64 // mu; tokens ever removed from balance by returns
+	// Spends take the oldest tokens first, so the balance holds up to
+	// lastAdd tokens of the last grant (taken at takenAt) and the rest from
+	// earlier grants, taken no earlier than olderAt (mu). A return gives
+	// each part back at its own time: a window's count is lowered only by
+	// tokens taken in it (leftover).
+	olderAt int64
 	pending int32 // mu; synchronous takes in flight
 	// dry (mu) is set when the store's last reply denied the key or left it less than a
 	// batch: the key is at its limit. While a store call for a dry key is in flight,
@@ -193,7 +199,6 @@ type lease struct {
 	fetchLimits []Limit
 
 	mu       sync.Mutex // guards the fields marked mu, unless single
-	capacity int64      // mu; a cost above it can never be granted
 	size     int64      // mu; B
 	credited int64      // mu; tokens ever added to balance
 	spent    int64      // mu; tokens spent directly by synchronous takes
@@ -206,8 +211,12 @@ type lease struct {
 	// computed before the return landed.
 	// (A time, not a count of returns in flight, so that a journal replays it exactly.)
 	returnedAt int64
-	smallest   int32    // mu; index of the limit with the least capacity
-	rate       admitted // mu; the key's admitted rate, for the fallback bound
+	smallest   int32 // mu; index of the limit with the least capacity
+	// lastAdd (mu) is how many tokens the last grant added to the balance,
+	// at most MaxInt32: a larger grant's excess counts as older, which a
+	// return refunds no more than is due.
+	lastAdd int32
+	rate    admitted // mu; the key's admitted rate, for the fallback bound
 }
 
 // Decision is the outcome of LeaseManager.Take.
@@ -532,12 +541,21 @@ func (l *lease) setLimits(limits []Limit) {
 	if len(limits) == len(l.limits) && (len(limits) == 0 || &limits[0] == &l.limits[0]) {
 		return
 	}
-	l.limits, l.capacity, l.smallest = limits, MaxExact, 0
+	l.limits, l.smallest = limits, 0
 	for i, lim := range limits {
-		if c := lim.Capacity(); c < l.capacity {
-			l.capacity, l.smallest = c, int32(i)
+		if lim.Capacity() < limits[l.smallest].Capacity() {
+			l.smallest = int32(i)
 		}
 	}
+}
+
+// capacity is the largest cost the key's limits can ever grant. The caller
+// holds l.mu or owns l.
+func (l *lease) capacity() int64 {
+	if len(l.limits) == 0 {
+		return MaxExact
+	}
+	return min(MaxExact, l.limits[l.smallest].Capacity())
 }
 
 // lowWater is the balance below which a prefetch starts for lease size B.
@@ -563,7 +581,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 		return m.Take(ctx, l.key, limits, cost)
 	}
 	l.setLimits(limits)
-	if cost > l.capacity {
+	if cost > l.capacity() {
 		d := Decision{Local: true, RetryAfter: Never, Limiting: int(l.smallest), ResetAfter: limits[l.smallest].RefillMs()}
 		if l.replied {
 			d.Limiting, d.ResetAfter = int(l.limiting.Load()), max(0, l.resetAt.Load()-now)

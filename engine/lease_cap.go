@@ -56,12 +56,9 @@ func (m *LeaseManager) tracking(keep *lease) {
 			continue
 		}
 		m.forget(l)
-		n := l.balance.Swap(0)
-		l.drained += n
-		if m.single {
-			m.held -= n
-		}
-		m.giveBack(l, n, l.takenAt)
+		last, older := m.leftover(l, m.now())
+		m.giveBack(l, older.N, older.TakenAt)
+		m.giveBack(l, last.N, last.TakenAt)
 		m.unlock(l)
 		c.evicted.Add(1)
 		return

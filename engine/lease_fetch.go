@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 )
 
 // This file holds the ways tokens reach a LeaseManager's local balance other
@@ -98,7 +99,6 @@ func (l *lease) landFetch(res Result, err error, count bool) {
 // credit adds n granted tokens to l's balance, up to MaxLease, and gives
 // back the rest. The caller holds l.mu.
 func (m *LeaseManager) credit(l *lease, n, takenAt, now int64) {
-	l.takenAt = takenAt
 	l.expires = now + m.cfg.TTL
 	m.scheduleBy(l, l.expires) // a no-op unless a long block had put Sweep off
 	if m.closed.Load() {
@@ -109,6 +109,15 @@ func (m *LeaseManager) credit(l *lease, n, takenAt, now int64) {
 		b := l.balance.Load()
 		add := clamp(m.cfg.MaxLease-b, 0, n)
 		if l.balance.CompareAndSwap(b, b+add) {
+			// What the balance held is older than this grant: the last
+			// grant's tokens, and older ones when it held more than those.
+			// (Spends since the Load only shrink that part.)
+			if b > 0 && b <= int64(l.lastAdd) {
+				l.olderAt = l.takenAt
+			} else if b == 0 {
+				l.olderAt = takenAt
+			}
+			l.takenAt, l.lastAdd = takenAt, int32(min(add, math.MaxInt32))
 			l.credited += add
 			if m.single {
 				m.held += add

@@ -29,16 +29,12 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 		}
 		m.lock(l)
 		var n int64
-		var req ReturnRequest
+		var last, older ReturnRequest
 		forgot := false
 		switch {
 		case now >= l.expires && l.balance.Load() > 0:
-			n = l.balance.Swap(0)
-			l.drained += n
-			if m.single {
-				m.held -= n
-			}
-			req = ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now), hint: &l.hint}
+			last, older = m.leftover(l, now)
+			n = last.N + older.N
 		case now >= l.expires+m.cfg.TTL && now >= l.blocked && l.pending == 0 && !l.inflight.Load() && l.balance.Load() == 0:
 			// A lease Sweep finds due is live: a forgotten one has no entry.
 			m.forget(l)
@@ -59,9 +55,7 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 			}
 		}
 		m.unlock(l)
-		if err := m.returnNow(ctx, req); err != nil {
-			errs = append(errs, err)
-		}
+		errs = m.returnBoth(ctx, errs, last, older)
 	}
 	for _, l := range again {
 		m.lock(l)
@@ -85,16 +79,9 @@ func (m *LeaseManager) Close(ctx context.Context) error {
 	var errs []error
 	m.each(func(l *lease) {
 		m.lock(l)
-		n := l.balance.Swap(0)
-		l.drained += n
-		if m.single {
-			m.held -= n
-		}
-		req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: l.takenAt, Now: m.storeNow(now), hint: &l.hint}
+		last, older := m.leftover(l, now)
 		m.unlock(l)
-		if err := m.returnNow(ctx, req); err != nil {
-			errs = append(errs, err)
-		}
+		errs = m.returnBoth(ctx, errs, last, older)
 	})
 	return errors.Join(errs...)
 }
@@ -148,6 +135,50 @@ func (m *LeaseManager) Stats() LeaseStats {
 
 // returnNow returns req.N unspent tokens to the store and counts them; nothing when there are
 // none.
+// leftover empties l's balance and gives the returns that give it back to
+// the store at local time now: the last grant's tokens at its time, and the
+// older ones at the earliest time they may have been taken, so that the
+// store lowers a window's count only by tokens taken in that window. The
+// caller holds l.mu.
+func (m *LeaseManager) leftover(l *lease, now int64) (last, older ReturnRequest) {
+	n := l.balance.Swap(0)
+	l.drained += n
+	if m.single {
+		m.held -= n
+	}
+	newer := min(n, int64(l.lastAdd))
+	if sameWindows(l.limits, l.olderAt, l.takenAt) {
+		newer = n // one return does
+	}
+	l.lastAdd = 0
+	at := m.storeNow(now)
+	last = ReturnRequest{Key: l.key, Limits: l.limits, N: newer, TakenAt: l.takenAt, Now: at, hint: &l.hint}
+	older = ReturnRequest{Key: l.key, Limits: l.limits, N: n - newer, TakenAt: l.olderAt, Now: at, hint: &l.hint}
+	return last, older
+}
+
+// sameWindows reports whether store times a and b fall in the same window of
+// every window limit of limits: tokens taken at either are refunded alike.
+func sameWindows(limits []Limit, a, b int64) bool {
+	for _, l := range limits {
+		if l.Algorithm != TokenBucket && a-a%l.Window != b-b%l.Window {
+			return false
+		}
+	}
+	return true
+}
+
+// returnBoth makes the returns of leftover synchronously and appends their
+// errors to errs.
+func (m *LeaseManager) returnBoth(ctx context.Context, errs []error, last, older ReturnRequest) []error {
+	for _, req := range [2]ReturnRequest{older, last} {
+		if err := m.returnNow(ctx, req); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
 func (m *LeaseManager) returnNow(ctx context.Context, req ReturnRequest) error {
 	if req.N <= 0 {
 		return nil

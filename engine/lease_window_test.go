@@ -11,8 +11,8 @@ import (
 // TestLeaseWindowProperties drives N lease managers on one window-limited key with random
 // traffic, store outages and sweeps, and checks per window what leasing owes a window limit:
 // the tokens the store debits in a window never exceed its limit, what a window admits is at
-// most its limit plus what the managers carried into it (at most N × MaxLease), and tokens a
-// manager holds when a window ends stay spendable in the next, decided locally.
+// most its limit plus what the managers held when it began (at most N × MaxLease), and tokens
+// a manager holds when a window ends stay spendable in the next, decided locally.
 func TestLeaseWindowProperties(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
 		for _, n := range []int{1, 3, 8} {
@@ -70,7 +70,13 @@ func leaseWindowProperty(t *testing.T, alg Algorithm, n int, seed uint64) {
 		ms[i] = newTestManager(t, store, v, LeaseConfig{MinLease: 1 + rng.Int64N(maxLease), MaxLease: maxLease,
 			Lookahead: 1 + rng.Int64N(300), TTL: 1 + rng.Int64N(3000), SingleGoroutine: true})
 	}
+	type by struct {
+		w int64 // window start
+		i int   // manager
+	}
 	admittedIn := map[int64]int64{} // window start → tokens admitted in it
+	admittedBy := map[by]int64{}    // tokens a manager admitted in a window
+	heldAt := map[by]int64{}        // tokens a manager held when a window began
 	carried := false
 	for step := range 30_000 {
 		gap := rng.Int64N(3)
@@ -83,12 +89,14 @@ func leaseWindowProperty(t *testing.T, alg Algorithm, n int, seed uint64) {
 			// A window ended: what a manager holds is spent in the new one, locally.
 			for i, m := range ms {
 				if b := m.Stranded(); b > 0 {
+					heldAt[by{w, i}] = b
 					// (A prefetch may start below the low watermark; the take itself is local.)
 					d, err := m.Take(ctx, "k", limits, 1)
 					if err != nil || !d.OK || !d.Local {
 						t.Fatalf("step %d: manager %d held %d tokens across the window's end, then got %+v %v", step, i, b, d, err)
 					}
 					admittedIn[w]++
+					admittedBy[by{w, i}]++
 					carried = true
 				}
 			}
@@ -100,7 +108,8 @@ func leaseWindowProperty(t *testing.T, alg Algorithm, n int, seed uint64) {
 			}
 		}
 		cost := 1 + rng.Int64N(2)
-		d, err := ms[rng.IntN(n)].Take(ctx, "k", limits, cost)
+		i := rng.IntN(n)
+		d, err := ms[i].Take(ctx, "k", limits, cost)
 		switch {
 		case err != nil && !store.down:
 			t.Fatal(err)
@@ -108,6 +117,7 @@ func leaseWindowProperty(t *testing.T, alg Algorithm, n int, seed uint64) {
 			t.Fatalf("step %d: %v", step, err)
 		case err == nil && d.OK:
 			admittedIn[v.now-v.now%lim.Window] += cost
+			admittedBy[by{v.now - v.now%lim.Window, i}] += cost
 		}
 	}
 	var total, debited int64
@@ -118,8 +128,20 @@ func leaseWindowProperty(t *testing.T, alg Algorithm, n int, seed uint64) {
 		debited += max(net, 0)
 	}
 	for w, a := range admittedIn {
-		if bound := lim.Requests + int64(n)*maxLease; a > bound {
-			t.Fatalf("window %d: admitted %d, over the limit %d plus what %d managers can carry (%d)", w, a, lim.Requests, n, bound)
+		// A manager spends the tokens it carried into a window before those it is granted
+		// in it. Those it carried were debited in an earlier window, so the window admits
+		// at most its limit plus the carried tokens spent in it. Carried tokens given back
+		// unspent must not give the window room a second time.
+		var carriedSpent, held int64
+		for i := range ms {
+			carriedSpent += min(heldAt[by{w, i}], admittedBy[by{w, i}])
+			held += heldAt[by{w, i}]
+		}
+		if bound := lim.Requests + carriedSpent; a > bound {
+			t.Fatalf("window %d: admitted %d, over the limit %d plus the %d carried tokens spent in it", w, a, lim.Requests, carriedSpent)
+		}
+		if held > int64(n)*maxLease {
+			t.Fatalf("window %d: %d managers held %d tokens, over %d × MaxLease %d", w, n, held, n, maxLease)
 		}
 		total += a
 	}
@@ -127,4 +149,66 @@ func leaseWindowProperty(t *testing.T, alg Algorithm, n int, seed uint64) {
 		t.Fatalf("admitted %d tokens in all, more than the store debited (%d)", total, debited)
 	}
 	t.Logf("admitted %d of %d debited; tokens carried across a window's end: %v", total, debited, carried)
+}
+
+// TestReturnKeepsCarriedTokensOut checks that a lease's leftover is refunded only into the
+// window its tokens were taken in. Manager A carries tokens from one window into the next, is
+// topped up there, and goes idle: Sweep returns its balance. The carried tokens were counted in
+// the earlier window and must not lower the new window's count, or the new window admits them a
+// second time.
+func TestReturnKeepsCarriedTokensOut(t *testing.T) {
+	for _, single := range []bool{false, true} {
+		t.Run(fmt.Sprintf("single=%v", single), func(t *testing.T) {
+			ctx := context.Background()
+			for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
+				limits := []Limit{{Algorithm: alg, Requests: 100, Window: second}}
+				store := NewMemory(nil)
+				v := &virtual{now: 10_900}
+				a := newTestManager(t, store, v, LeaseConfig{MinLease: 10, MaxLease: 10, LowWater: 3, TTL: 100, SingleGoroutine: single})
+				take := func(n int) {
+					t.Helper()
+					for range n {
+						if d, err := a.Take(ctx, "k", limits, 1); err != nil || !d.OK {
+							t.Fatalf("%v: take at %d: %+v %v", alg, v.now, d, err)
+						}
+						v.advance(v.now)
+					}
+				}
+				take(6) // a batch of 10 in window 10 000; 4 left
+				if got := a.Stranded(); got != 4 {
+					t.Fatalf("%v: holds %d before the window's end, want 4", alg, got)
+				}
+				v.advance(11_000)
+				// Another gateway takes half of the new window.
+				if res, err := store.Take(ctx, TakeRequest{Key: "k", Limits: limits, Want: 50, Now: v.now}); err != nil || res.Granted != 50 {
+					t.Fatalf("%v: %+v %v", alg, res, err)
+				}
+				take(2) // spends 2 carried tokens, and the prefetch tops the balance up to 10
+				v.advance(v.now + 1)
+				if got := a.Stranded(); got != 10 {
+					t.Fatalf("%v: holds %d after the top-up, want 10", alg, got)
+				}
+				v.advance(v.now + 200)
+				if err := a.Sweep(ctx); err != nil {
+					t.Fatal(err)
+				}
+				v.drain()
+				// Window 11 000 was debited 50 and 8 (the top-up); the 8 came back. The 2
+				// carried tokens that came back belong to window 10 000.
+				res, err := store.Take(ctx, TakeRequest{Key: "k", Limits: limits, Want: 100, Min: 1, Now: v.now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := int64(50)
+				if alg == SlidingWindow {
+					// Window 10 000 counted 10, less the 2 returned, and weighs as much of it
+					// as the sliding window still covers.
+					want = 50 - ceilDiv(8*(1000-(v.now-11_000)), 1000)
+				}
+				if res.Granted != want {
+					t.Errorf("%v: the new window has %d tokens left after the return, want %d", alg, res.Granted, want)
+				}
+			}
+		})
+	}
 }
