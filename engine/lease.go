@@ -131,6 +131,10 @@ type LeaseManager struct {
 	dueMu sync.Mutex // guards due, fresh and every lease's dueAt and freshAt
 	due   dueHeap    // when Sweep must look at which lease next
 	fresh []*lease   // new leases for Sweep to look at, nil where one was scheduled since
+	// sweeping is a single-goroutine manager's batch of entries for Sweep
+	// (takeDue), kept empty between Sweeps for the next one's batch.
+	sweeping []dueEntry
+	touched  int64 // what touch read, kept so that its loads are made
 
 	fetches, shortCircuits, returned, storeErrors plainable
 

@@ -118,41 +118,74 @@ func (m *LeaseManager) idle(now int64) bool {
 	return len(m.fresh) == 0 && (len(m.due) == 0 || m.due[0].at > now)
 }
 
-// popDue removes and returns a lease of the fresh list, or else the lease
-// due soonest if it is due at now, skipping stale entries; the lease then
-// has no live entry.
-func (m *LeaseManager) popDue(now int64) *lease {
+// takeDue appends to due the entries of every lease that Sweep must look at
+// at now: the fresh list's, then the heap's in time order. A heap entry is not
+// checked yet (claim does that), so that taking the batch touches no lease.
+func (m *LeaseManager) takeDue(now int64, due []dueEntry) []dueEntry {
 	if !m.single {
 		m.dueMu.Lock()
 		defer m.dueMu.Unlock()
 	}
-	for n := len(m.fresh); n > 0; n = len(m.fresh) {
-		l := m.fresh[n-1]
-		m.fresh[n-1], m.fresh = nil, m.fresh[:n-1]
-		if l != nil {
+	for i := len(m.fresh) - 1; i >= 0; i-- {
+		if l := m.fresh[i]; l != nil {
 			l.freshAt = 0
-			return l
+			due = append(due, dueEntry{l: l, fresh: true})
 		}
 	}
+	clear(m.fresh)
+	m.fresh = m.fresh[:0]
 	if cap(m.fresh) > shrinkAbove {
 		m.fresh = nil // emptied: let a flood's list go
 	}
 	m.due.shrink()
 	for len(m.due) > 0 && m.due[0].at <= now {
-		e := m.due.pop()
-		if e.live() {
-			e.l.dueAt = notDue
-			return e.l
+		due = append(due, m.due.pop())
+	}
+	return due
+}
+
+// claim returns the lease of e, an entry takeDue took, for Sweep to work on,
+// or nil when e is stale.
+func (m *LeaseManager) claim(e *dueEntry) *lease {
+	if e.fresh {
+		return e.l // taken off the list by takeDue
+	}
+	if !m.single {
+		m.dueMu.Lock()
+		defer m.dueMu.Unlock()
+	}
+	if !e.live() {
+		return nil
+	}
+	e.l.dueAt = notDue
+	return e.l
+}
+
+// touch reads the cache lines of the leases in due that Sweep reads, in a loop
+// of independent loads, so that their cache misses overlap instead of coming
+// one lease at a time (a due lease has usually not been used for a TTL). Only
+// a single-goroutine manager does it: the loads are not synchronized.
+func (m *LeaseManager) touch(due []dueEntry) {
+	var sum int64
+	for i := range due {
+		l := due[i].l
+		sum += l.dueAt + int64(len(l.key)) + l.drained + int64(l.lastAdd)
+	}
+	// Then the store's entries of the keys whose balance goes back.
+	for i := range due {
+		if l := due[i].l; l.balance.v > 0 && l.hint.e != nil {
+			sum += l.hint.e.expire
 		}
 	}
-	return nil
+	m.touched = sum
 }
 
 // dueEntry asks Sweep to look at l, in its life gen, at local time at.
 type dueEntry struct {
-	at  int64
-	l   *lease
-	gen uint32
+	at    int64
+	l     *lease
+	gen   uint32
+	fresh bool // a lease of the fresh list, in a Sweep's batch (takeDue)
 }
 
 // live reports whether e is its lease's live entry. The caller holds m.dueMu.

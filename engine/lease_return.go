@@ -22,10 +22,25 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 	}
 	var errs []error
 	var again []*lease // drained now; Sweep may forget them at its next run
-	for {
-		l := m.popDue(now)
+	// The due leases are taken in one batch, and a single-goroutine manager
+	// (whose Sweeps run one at a time) keeps the batch's array.
+	var due []dueEntry
+	if m.single {
+		due = m.takeDue(now, m.sweeping[:0])
+		m.touch(due)
+		defer func() {
+			clear(due) // let forgotten leases go
+			if cap(due) <= shrinkAbove {
+				m.sweeping = due[:0]
+			}
+		}()
+	} else {
+		due = m.takeDue(now, nil)
+	}
+	for i := range due {
+		l := m.claim(&due[i])
 		if l == nil {
-			break
+			continue
 		}
 		m.lock(l)
 		var n int64
