@@ -50,7 +50,7 @@ func TestKeyTable(t *testing.T) {
 		denials int64
 	}{{"a", 1, 0}, {"b", 1, 1}, {"c", 1, 0}, {"d", 2, 0}, {"e", 3, 2}}
 	for i, k := range keys {
-		ks := newKeyState(k.key, 0, 1)
+		ks := tab.newKeyState(k.key, 0, 1)
 		ks.denials, ks.lastMs, ks.id = k.denials, int64(i), keyID([]byte(k.key))
 		if k.denials > 0 {
 			tab.denied++
@@ -76,6 +76,22 @@ func TestKeyTable(t *testing.T) {
 	}
 	if len(tab.m) != 2 {
 		t.Errorf("hashes after prune: got %d, want 2 (the emptied chain is deleted)", len(tab.m))
+	}
+	// a and c, never denied, are kept for reuse; e, denied, is not (a record not yet merged
+	// may read it).
+	if len(tab.free) != 2 {
+		t.Fatalf("free key states after prune: got %d, want 2", len(tab.free))
+	}
+	freed := map[*keyState]bool{tab.free[0]: true, tab.free[1]: true}
+	tab.free[0].requests, tab.free[1].requests = 5, 5
+	ks := tab.newKeyState("f", 3, 6)
+	if !freed[ks] || ks.key != "f" || ks.rule != 3 || ks.requests != 0 || ks.next != nil || len(ks.leases) != 6 || len(tab.free) != 1 {
+		t.Errorf("a new key state after prune: got %+v (reused: %v), want a cleared one of the free list", ks, freed[ks])
+	}
+	// No more are kept than the keys made since the prune before.
+	tab.prune(func(*keyState) bool { return true })
+	if len(tab.free) != 1 {
+		t.Errorf("free key states after a prune with one key made since the last: got %d, want 1", len(tab.free))
 	}
 }
 

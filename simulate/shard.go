@@ -263,7 +263,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	rs := h.rs
 	ks := sh.keys.get(h.hash, h.id)
 	if ks == nil {
-		ks = newKeyState(string(p.keys[h.keyAt:h.keyEnd]), rs.index, len(gw.names))
+		ks = sh.keys.newKeyState(string(p.keys[h.keyAt:h.keyEnd]), rs.index, len(gw.names))
 		ks.id = h.id
 		sh.keys.add(h.hash, ks)
 	}

@@ -56,9 +56,18 @@ type keyState struct {
 	legit   int64 // denials of requests marked legitimate
 }
 
-// newKeyState returns the state of store key key, with room for the leases of n gateways.
-func newKeyState(key string, rule, n int) *keyState {
-	ks := &keyState{key: key, rule: rule}
+// newKeyState returns the state of store key key, with room for the leases of n gateways: a
+// key state the table pruned (free), cleared, or a new one.
+func (t *keyTable) newKeyState(key string, rule, n int) *keyState {
+	t.created++
+	var ks *keyState
+	if last := len(t.free) - 1; last >= 0 {
+		ks, t.free[last], t.free = t.free[last], nil, t.free[:last]
+		*ks = keyState{}
+	} else {
+		ks = new(keyState)
+	}
+	ks.key, ks.rule = key, rule
 	if n <= len(ks.inline) {
 		ks.leases = ks.inline[:n]
 	} else {
@@ -76,6 +85,13 @@ type keyTable struct {
 	m map[uint64]*keyState
 	// denied counts the keys with denials, which pruning keeps (they are in the report).
 	denied int
+	// free holds pruned key states for new keys to reuse: a new key then costs no
+	// allocation of fresh memory, which is most of a short-lived key's cost. It keeps no
+	// more than the keys made since the prune before (created), what the next minute is
+	// likely to need. Only keys never denied go there: a record not yet merged may still
+	// read a denied key's state (Simulator.merge), never another's.
+	free    []*keyState
+	created int
 }
 
 func newKeyTable() keyTable { return keyTable{m: map[uint64]*keyState{}} }
@@ -99,6 +115,8 @@ func (t *keyTable) add(h uint64, ks *keyState) {
 // prune forgets the keys that drop says to, so that memory follows the live keys rather than
 // every key ever seen.
 func (t *keyTable) prune(drop func(*keyState) bool) {
+	keep := min(t.created, maxFree)
+	t.created = 0
 	for h, first := range t.m {
 		var kept, last *keyState
 		for ks := first; ks != nil; {
@@ -106,6 +124,9 @@ func (t *keyTable) prune(drop func(*keyState) bool) {
 			if drop(ks) {
 				if ks.denials > 0 {
 					t.denied--
+				} else if len(t.free) < keep {
+					ks.key = "" // let its bytes go until it is used again
+					t.free = append(t.free, ks)
 				}
 				ks.next = nil
 			} else {
@@ -126,6 +147,9 @@ func (t *keyTable) prune(drop func(*keyState) bool) {
 		}
 	}
 }
+
+// maxFree bounds a key table's free list: with 64 shards, about 36 MB of key states at most.
+const maxFree = 1024
 
 // keyHash is the hash keyTable and the shard assignment use (shardOf).
 func keyHash(key []byte) uint64 { return xxhash.Sum64(key) }
