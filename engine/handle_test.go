@@ -338,6 +338,42 @@ func TestLeaseHandleSpareReused(t *testing.T) {
 	}
 }
 
+// A manager of handles only reuses a lease that Sweep forgot for a new key at once, whatever
+// its age (spareAge): its caller keeps each key's state. The key that comes back gets another
+// lease, and neither key spends the other's tokens.
+func TestLeaseHandlesOnlyReusesYoungSpares(t *testing.T) {
+	ctx := context.Background()
+	v := &virtual{now: 1000}
+	m := newTestManager(t, NewSingleGoroutineMemory(v), v, LeaseConfig{MinLease: 5, MaxLease: 5, TTL: 100, SingleGoroutine: true, HandlesOnly: true})
+	limits := []Limit{{Requests: 1000, Window: 1000}}
+	var a, b LeaseRef
+	if _, err := m.TakeRef(ctx, &a, "a", limits, 1); err != nil {
+		t.Fatal(err)
+	}
+	old := a.l
+	for i := 0; i < 10 && !old.dead; i++ {
+		v.advance(v.now + 100)
+		if err := m.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !old.dead || !old.spare {
+		t.Fatalf("lease not kept spare: dead %v, spare %v", old.dead, old.spare)
+	}
+	if d, err := m.TakeRef(ctx, &b, "b", limits, 1); err != nil || !d.OK {
+		t.Fatalf("b: %+v %v", d, err)
+	}
+	if b.l != old || old.key != "b" || old.balance.Load() != 4 {
+		t.Fatalf("key b's lease: reused %v, key %q, balance %d; want the spare forgotten just now, b, 4", b.l == old, old.key, old.balance.Load())
+	}
+	if d, err := m.TakeRef(ctx, &a, "a", limits, 1); err != nil || !d.OK || d.Local {
+		t.Fatalf("a again: got %+v, %v; want a store call for a's new lease", d, err)
+	}
+	if a.l == old || a.l.key != "a" || old.balance.Load() != 4 {
+		t.Errorf("a's reference holds b's lease %v, key %q; b's balance %d, want 4", a.l == old, a.l.key, old.balance.Load())
+	}
+}
+
 // A key that Sweep forgets and a handle revives, again and again, leaves the list of spares
 // no longer than a bound: the entries its revivals make stale are dropped.
 func TestLeaseSparesStayBounded(t *testing.T) {
