@@ -29,6 +29,13 @@ import (
 
 // exactPolicy has only rules that the ratelimit target renders exactly: fixed windows of one
 // whole unit, one limit each, in the enforce stage; exact, wildcard and key-only matches, nested.
+// Its leases are of one token, so that rlctl-enforcer asks the store at every request: with a
+// larger lease, a key the store left less than a batch is denied locally while its prefetch is
+// in flight, and on a loaded machine the next request can come before the prefetch lands and
+// be denied where the store would have granted it. That is leasing's, not the rendering's, and
+// the rendering is what this test checks. (The target renders no lease settings.) For the same
+// reason the enforcer gets a store timeout of a second, not 5 ms: a store call that misses its
+// timeout is decided by the rule's failure mode, not by the store.
 const exactPolicy = `package exact
 
 domains: exact: {
@@ -36,7 +43,10 @@ domains: exact: {
 		user: {kind: "header", header: "x-user"}
 		plan: {kind: "header", header: "x-plan"}
 	}
-	defaults: stage: {name: "enforce", since: "2026-01-01"}
+	defaults: {
+		stage: {name: "enforce", since: "2026-01-01"}
+		lease: {min: 1, max: 1}
+	}
 	rules: {
 		per_user: {
 			match: [{key: "user"}]
@@ -89,7 +99,7 @@ func TestRatelimitDecidesAsEnforcer(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, err := enforcer.Spawn(context.Background(), enforcer.Config{SnapshotPath: snap, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		Store: "redis", RedisURL: "redis://" + redistest.Start(t).Addr() + "/0", InstanceID: "decisions",
+		Store: "redis", RedisURL: "redis://" + redistest.Start(t).Addr() + "/0", InstanceID: "decisions", StoreTimeout: time.Second,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
