@@ -1,9 +1,10 @@
 #!/bin/sh
 # Whether a change makes rlctl simulate faster: builds two revisions and replays one
 # million-line log with each in turn, PAIRS times, then prints the median wall and CPU seconds of
-# each, how many pairs the new build won, and whether both wrote the same report. This machine's
-# speed drifts by up to a third from one minute to the next, so only runs taken side by side can
-# be compared; a run of each, or figures from different hours, prove nothing.
+# each, in how many pairs the new build took less wall time and less CPU, and whether both wrote
+# the same report. This machine's speed drifts by up to a third from one minute to the next, so
+# only runs taken side by side can be compared; a run of each, or figures from different hours,
+# prove nothing.
 #
 # Usage: scripts/ab-simulate.sh OLD [NEW]     (from anywhere in the checkout)
 #   OLD, NEW  revisions (a commit, a branch, HEAD~1); without NEW, the working tree as it is
@@ -107,7 +108,10 @@ median() {
   awk -v n="$1" -v f="$2" '$1 == n { print $f }' "$work/times" | sort -n | awk '{ v[NR] = $1 }
     END { if (NR % 2) printf "%.3f\n", v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-won=$(awk '$1 == "old" { o = $2 } $1 == "new" && $2 < o { n++ } END { print n + 0 }' "$work/times")
+# won FIELD prints in how many pairs the new build took less of FIELD (2 wall, 3 CPU).
+won() {
+  awk -v f="$1" '$1 == "old" { o = $f } $1 == "new" && $f < o { n++ } END { print n + 0 }' "$work/times"
+}
 
 echo "rlctl simulate, $old against $new: $lines lines, $pairs alternating pairs${args:+, $args}"
 echo "date:   $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -117,7 +121,7 @@ printf '%-14s %12s %12s\n' build "wall (s)" "CPU (s)"
 printf '%-14s %12s %12s\n' "$old" "$(median old 2)" "$(median old 3)"
 printf '%-14s %12s %12s\n' "$new" "$(median new 2)" "$(median new 3)"
 echo
-echo "new faster in $won of $pairs pairs (wall time); medians of each build's runs"
+echo "new faster in $(won 2) of $pairs pairs by wall time, in $(won 3) by CPU; medians of each build's runs"
 if cmp -s "$work/old.json" "$work/new.json"; then
   echo "reports: byte-identical"
 else
