@@ -45,6 +45,11 @@ type exact struct {
 	capacity, tu, rate int64
 }
 
+// windowOf is the start of the window of l (a fixed or sliding window) that
+// holds time t: windows are aligned on multiples of l.Window, as
+// envoyproxy/ratelimit aligns them.
+func (l Limit) windowOf(t int64) int64 { return t - t%l.Window }
+
 // exact works out l's exact scheme. It assumes Requests, Window ≥ 1.
 func (l Limit) exact() exact {
 	x := exact{Limit: l, capacity: l.Capacity()}
@@ -98,7 +103,7 @@ func (l *exact) advance(s *slot, now int64) {
 		if sliding {
 			need = hasSliding
 		}
-		start := now - now%l.Window
+		start := l.windowOf(now)
 		if s.has&need != need {
 			s.win, s.cur = start, 0
 			if sliding {
@@ -114,7 +119,7 @@ func (l *exact) advance(s *slot, now int64) {
 		}
 		if now < s.win {
 			now = s.win
-			start = now - now%l.Window
+			start = l.windowOf(now)
 		}
 		switch {
 		case start == s.win:
@@ -175,7 +180,7 @@ func (l *exact) refund(s *slot, n, takenAt int64) {
 		s.tok = min(capU, s.tok+min(n, l.capacity)*l.tu)
 		return
 	}
-	tw := takenAt - takenAt%l.Window
+	tw := l.windowOf(takenAt)
 	switch {
 	case tw == s.win:
 		s.cur = max(0, s.cur-n)

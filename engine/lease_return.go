@@ -176,7 +176,7 @@ func (m *LeaseManager) leftover(l *lease, now int64) (last, older ReturnRequest)
 // every window limit of limits: tokens taken at either are refunded alike.
 func sameWindows(limits []Limit, a, b int64) bool {
 	for _, l := range limits {
-		if l.Algorithm != TokenBucket && a-a%l.Window != b-b%l.Window {
+		if l.Algorithm != TokenBucket && l.windowOf(a) != l.windowOf(b) {
 			return false
 		}
 	}
