@@ -270,14 +270,11 @@ func windowSums(startMs int64, counts []int64, windowMs int64) []int64 {
 	return sums
 }
 
-// defaultMaxLease is the engine's default lease.max (engine.LeaseConfig), which the attack
-// model leaves unset: the most one instance's balance holds.
-const defaultMaxLease = 500
-
 // carryAllowance is what leasing may admit on top of the ideal bucket in a window limit's
 // run: tokens a lease took in a window that the ideal did not fill (the attack not yet over
 // the limit there, on a slow machine) and spent in the next. At each window's end, at most
-// what the ideal left of the limit in that window, and at most every instance's whole balance.
+// what the ideal left of the limit in that window, and at most every instance's whole balance
+// (the engine's default lease max: the attack model leaves lease settings unset).
 func carryAllowance(algo policy.Algorithm, startMs int64, idealPerMs []int64, instances int) int64 {
 	if algo == policy.TokenBucket {
 		return 0
@@ -285,7 +282,7 @@ func carryAllowance(algo policy.Algorithm, startMs int64, idealPerMs []int64, in
 	sums := windowSums(startMs, idealPerMs, attackWindowMs)
 	var allow int64
 	for _, ideal := range sums[:max(0, len(sums)-1)] {
-		allow += min(int64(instances)*defaultMaxLease, max(0, attackLimit-ideal))
+		allow += min(int64(instances)*engine.DefaultMaxLease, max(0, attackLimit-ideal))
 	}
 	return allow
 }

@@ -37,7 +37,8 @@ type LeaseConfig struct {
 	// Dispatcher runs prefetches and returns asynchronously. nil runs them
 	// inline, synchronously, which suits deterministic tests.
 	Dispatcher Dispatcher
-	// MinLease and MaxLease bound the lease size B (defaults 5 and 500).
+	// MinLease and MaxLease bound the lease size B (defaults 5 and
+	// DefaultMaxLease).
 	// Local balances never exceed MaxLease, so N instances strand at most
 	// N × MaxLease tokens.
 	MinLease, MaxLease int64
@@ -266,6 +267,10 @@ type LeaseStats struct {
 	StoreErrors int64
 }
 
+// DefaultMaxLease is LeaseConfig.MaxLease when it is left 0: the most tokens
+// one manager holds of a key.
+const DefaultMaxLease = 500
+
 // NewLeaseManager returns a LeaseManager for cfg.
 func NewLeaseManager(cfg LeaseConfig) (*LeaseManager, error) {
 	if cfg.Store == nil || cfg.Clock == nil {
@@ -277,7 +282,7 @@ func NewLeaseManager(cfg LeaseConfig) (*LeaseManager, error) {
 		}
 	}
 	def(&cfg.MinLease, 5)
-	def(&cfg.MaxLease, 500)
+	def(&cfg.MaxLease, DefaultMaxLease)
 	def(&cfg.Lookahead, 250)
 	def(&cfg.LowWaterPercent, 25)
 	def(&cfg.TTL, 10_000)
