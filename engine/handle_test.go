@@ -303,15 +303,7 @@ func TestLeaseHandleSpareReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := ha.ref.l
-	for i := 0; i < 10 && !old.dead; i++ {
-		v.advance(v.now + 100)
-		if err := m.Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !old.dead || !old.spare {
-		t.Fatalf("lease not kept spare: dead %v, spare %v", old.dead, old.spare)
-	}
+	sweepUntilSpare(t, m, v, old)
 	if _, err := m.Take(ctx, "young", limits, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -338,6 +330,21 @@ func TestLeaseHandleSpareReused(t *testing.T) {
 	}
 }
 
+// sweepUntilSpare advances v by 100 ms and sweeps m, up to 10 times, until Sweep has
+// forgotten l, and fails t unless m then keeps l as a spare.
+func sweepUntilSpare(t *testing.T, m *LeaseManager, v *virtual, l *lease) {
+	t.Helper()
+	for i := 0; i < 10 && !l.dead; i++ {
+		v.advance(v.now + 100)
+		if err := m.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !l.dead || !l.spare {
+		t.Fatalf("lease not kept spare: dead %v, spare %v", l.dead, l.spare)
+	}
+}
+
 // A manager of handles only reuses a lease that Sweep forgot for a new key at once, whatever
 // its age (spareAge): its caller keeps each key's state. The key that comes back gets another
 // lease, and neither key spends the other's tokens.
@@ -351,15 +358,7 @@ func TestLeaseHandlesOnlyReusesYoungSpares(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := a.l
-	for i := 0; i < 10 && !old.dead; i++ {
-		v.advance(v.now + 100)
-		if err := m.Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !old.dead || !old.spare {
-		t.Fatalf("lease not kept spare: dead %v, spare %v", old.dead, old.spare)
-	}
+	sweepUntilSpare(t, m, v, old)
 	if d, err := m.TakeRef(ctx, &b, "b", limits, 1); err != nil || !d.OK {
 		t.Fatalf("b: %+v %v", d, err)
 	}
