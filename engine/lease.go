@@ -695,8 +695,16 @@ func (m *LeaseManager) giveBack(l *lease, n, takenAt int64) {
 	if n <= 0 {
 		return
 	}
-	req := ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now()), hint: &l.hint}
-	m.returned.add(m.single, n)
+	m.returnLater(ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now()), hint: &l.hint})
+}
+
+// returnLater makes return req through the Dispatcher (returnNow's
+// asynchronous twin).
+func (m *LeaseManager) returnLater(req ReturnRequest) {
+	if req.N <= 0 {
+		return
+	}
+	m.returned.add(m.single, req.N)
 	m.cfg.Dispatcher.Go(func(ctx context.Context) {
 		if err := m.cfg.Store.Return(ctx, req); err != nil {
 			m.storeErrors.add(m.single, 1) // the tokens come back when the bucket refills

@@ -57,8 +57,8 @@ func (m *LeaseManager) tracking(keep *lease) {
 		}
 		m.forget(l)
 		last, older := m.leftover(l, m.now())
-		m.giveBack(l, older.N, older.TakenAt)
-		m.giveBack(l, last.N, last.TakenAt)
+		m.returnLater(older)
+		m.returnLater(last)
 		m.unlock(l)
 		c.evicted.Add(1)
 		return
