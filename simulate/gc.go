@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -25,8 +26,13 @@ const (
 // TuneGC sets the garbage collector for a replay, as rlctl simulate and BenchmarkReplay1M run
 // it, and returns a function that restores the previous settings. The settings are
 // process-wide, so Run leaves them to its callers. A memory limit the user set (GOMEMLIMIT) is
-// left alone: the container it protects matters more than the time it costs.
+// left alone: the container it protects matters more than the time it costs. So is everything
+// when the user set GOGC: a replay with GOGC=off, say, allocates the same whatever the timing
+// of the collector, and counts the same instructions each time (scripts/count-simulate.sh).
 func TuneGC() (restore func()) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return func() {}
+	}
 	prevPercent := debug.SetGCPercent(gcPercent)
 	prevLimit := debug.SetMemoryLimit(-1) // reads it
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}

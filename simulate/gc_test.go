@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 	"testing"
 )
@@ -9,6 +10,11 @@ import (
 // TuneGC sets the collector's percentage and, unless the user set a memory limit, a soft limit
 // of at least gcMinLimit; its restore function puts the previous settings back.
 func TestTuneGC(t *testing.T) {
+	if gogc, set := os.LookupEnv("GOGC"); set {
+		// TuneGC leaves the collector alone (TestTuneGCKeepsGOGC); restored after the test.
+		os.Unsetenv("GOGC")
+		defer os.Setenv("GOGC", gogc)
+	}
 	prevPercent := debug.SetGCPercent(150)
 	defer debug.SetGCPercent(prevPercent)
 	prevLimit := debug.SetMemoryLimit(math.MaxInt64)
@@ -34,5 +40,21 @@ func TestTuneGC(t *testing.T) {
 		if percent, limit := debug.SetGCPercent(150), debug.SetMemoryLimit(-1); percent != 150 || limit != tt.userLimit {
 			t.Errorf("%s: restored GC percent %d, memory limit %d; want 150 and %d", tt.name, percent, limit, tt.userLimit)
 		}
+	}
+}
+
+// With GOGC set, TuneGC changes neither the percentage nor the memory limit.
+func TestTuneGCKeepsGOGC(t *testing.T) {
+	t.Setenv("GOGC", "150")
+	prevPercent := debug.SetGCPercent(150)
+	defer debug.SetGCPercent(prevPercent)
+	prevLimit := debug.SetMemoryLimit(math.MaxInt64)
+	defer debug.SetMemoryLimit(prevLimit)
+
+	restore := TuneGC()
+	percent, limit := debug.SetGCPercent(150), debug.SetMemoryLimit(-1)
+	restore()
+	if percent != 150 || limit != math.MaxInt64 {
+		t.Errorf("with GOGC set: GC percent %d, memory limit %d; want 150 and none", percent, limit)
 	}
 }
