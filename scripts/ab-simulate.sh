@@ -6,6 +6,14 @@
 # only runs taken side by side can be compared; a run of each, or figures from different hours,
 # prove nothing.
 #
+# With COUNT=N it counts instead of timing: each build replays the log's first N lines once under
+# valgrind's cachegrind, on one core with no garbage collection (GOMAXPROCS=1 GOGC=off, which
+# simulate then leaves alone), and the script prints the instructions, first-level data-cache
+# misses and last-level misses (a simulated 32 MB cache) per line. The counts are the same from
+# one run to the next within about 0.1 %, whatever else the machine does, so a change of 1 % shows;
+# but they are not time: a miss costs tens of instructions' time, and one core without GC is not
+# how simulate runs. Use it to see small changes, and the timed pairs to confirm them.
+#
 # Usage: scripts/ab-simulate.sh OLD [NEW]     (from anywhere in the checkout)
 #   OLD, NEW  revisions (a commit, a branch, HEAD~1); without NEW, the working tree as it is
 # Environment:
@@ -13,15 +21,21 @@
 #   LINES=1000000  lines of the Envoy JSON log, reused from out/bench/ (bench-simulate.sh's) when
 #                  there, else generated into a temporary directory
 #   ARGS=          more flags for both replays, e.g. ARGS='--gateways 7 --store-latency uniform:0-5ms'
+#   COUNT=         count instructions on this many lines instead of timing (needs valgrind)
 #
 # Exit status: 0 when both builds wrote the same report, 1 when the reports differ (a change
 # meant to be faster must not change a figure) or a step failed.
 #
-# Only POSIX tools plus GNU date (+%N), and go, git.
+# Only POSIX tools plus GNU date (+%N), and go, git; valgrind for COUNT.
 set -eu
 cd "$(dirname "$0")/.."
-pairs=${PAIRS:-8} lines=${LINES:-1000000} args=${ARGS:-}
+pairs=${PAIRS:-8} lines=${LINES:-1000000} args=${ARGS:-} count=${COUNT:-}
 case $pairs in '' | *[!0-9]* | 0) echo "ab-simulate: PAIRS=$pairs: want a positive number" >&2; exit 1 ;; esac
+case $count in *[!0-9]* | 0) echo "ab-simulate: COUNT=$count: want a positive number" >&2; exit 1 ;; esac
+if [ -n "$count" ] && ! command -v valgrind >/dev/null; then
+  echo "ab-simulate: COUNT needs valgrind (apt-get install -y valgrind)" >&2
+  exit 1
+fi
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
   echo "usage: scripts/ab-simulate.sh OLD [NEW]" >&2
   exit 1
@@ -68,6 +82,49 @@ if [ ! -f "$log" ]; then
   log=$work/envoy-$lines.log
   echo "ab-simulate: generating $log" >&2
   "$work/rlctl-new" gen-logs --seed 1 --lines "$lines" --format envoy-json --out "$log"
+fi
+
+# same prints "reports: byte-identical", or keeps both reports in out/ and fails.
+same() {
+  if cmp -s "$work/old.json" "$work/new.json"; then
+    echo "reports: byte-identical"
+    return
+  fi
+  cp "$work/old.json" out/ab-old.json 2>/dev/null || true
+  cp "$work/new.json" out/ab-new.json 2>/dev/null || true
+  echo "reports: DIFFER (out/ab-old.json, out/ab-new.json): a change to a figure must be explained" >&2
+  exit 1
+}
+
+if [ -n "$count" ]; then
+  head -n "$count" "$log" >"$work/head.log"
+  # counted NAME replays the lines under cachegrind and appends "NAME Ir D1mr LLmr" to $work/counts.
+  counted() {
+    # shellcheck disable=SC2086 # ARGS is a list of flags
+    GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=yes --LL=33554432,16,64 \
+      --cachegrind-out-file="$work/$1.cg" "$work/rlctl-$1" simulate --policies policies \
+      --log "$work/head.log" -o json --out "$work/$1.json" $args 2>"$work/$1.valgrind" >&2
+    awk -v n="$1" '/^summary:/ { print n, $2, $6 + $9, $7 + $10 }' "$work/$1.cg" >>"$work/counts"
+  }
+  : >"$work/counts"
+  echo "ab-simulate: counting old" >&2
+  counted old
+  echo "ab-simulate: counting new" >&2
+  counted new
+  echo "rlctl simulate, $old against $new: instructions and cache misses on $count lines${args:+, $args}"
+  echo "date:   $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo
+  awk -v lines="$count" -v old="$old" -v new="$new" '
+    $1 == "old" { ir[1] = $2; d1[1] = $3; ll[1] = $4 }
+    $1 == "new" { ir[2] = $2; d1[2] = $3; ll[2] = $4 }
+    END {
+      printf "%-14s %14s %14s %14s\n", "build", "instr/line", "D1 miss/line", "LL miss/line"
+      printf "%-14s %14.0f %14.1f %14.2f\n", old, ir[1] / lines, d1[1] / lines, ll[1] / lines
+      printf "%-14s %14.0f %14.1f %14.2f\n", new, ir[2] / lines, d1[2] / lines, ll[2] / lines
+      printf "\nnew/old: instructions %.4f, D1 misses %.4f, LL misses %.4f\n", ir[2] / ir[1], d1[2] / d1[1], ll[2] / ll[1]
+    }' "$work/counts"
+  same
+  exit 0
 fi
 
 # cpu FILE prints the CPU seconds (user and system) the shell's children had used when the
@@ -122,11 +179,4 @@ printf '%-14s %12s %12s\n' "$old" "$(median old 2)" "$(median old 3)"
 printf '%-14s %12s %12s\n' "$new" "$(median new 2)" "$(median new 3)"
 echo
 echo "new faster in $(won 2) of $pairs pairs by wall time, in $(won 3) by CPU; medians of each build's runs"
-if cmp -s "$work/old.json" "$work/new.json"; then
-  echo "reports: byte-identical"
-else
-  cp "$work/old.json" out/ab-old.json 2>/dev/null || true
-  cp "$work/new.json" out/ab-new.json 2>/dev/null || true
-  echo "reports: DIFFER (out/ab-old.json, out/ab-new.json): a change to a figure must be explained" >&2
-  exit 1
-fi
+same
