@@ -155,9 +155,12 @@ func findHeader(hs []Header, name string) (string, bool) {
 
 // addrForms is a request's remote address as sources write it, each form made on first use.
 type addrForms struct {
-	parsed    bool
-	ip        netip.Addr
-	ok        bool
+	parsed bool
+	ip     netip.Addr
+	ok     bool
+	// canonical says the text is an IPv4 address as netip writes it (canonicalIPv4): it is
+	// then its own whole form, and its subnet is its first three fields and ".0/24".
+	canonical bool
 	wholeDone bool
 	wholeV    string
 	// tierSubnet is the identity value "subnet:<network>"; a remote_address source's subnet is
@@ -200,9 +203,43 @@ func (a *addrForms) join(parts ...string) string {
 func (a *addrForms) parse(addr string) bool {
 	if !a.parsed {
 		a.parsed = true
-		a.ip, a.ok = parseRemoteAddr(addr)
+		if b, ok := canonicalIPv4(addr); ok {
+			a.ip, a.ok, a.canonical = netip.AddrFrom4(b), true, true
+		} else {
+			a.ip, a.ok = parseRemoteAddr(addr)
+		}
 	}
 	return a.ok
+}
+
+// canonicalIPv4 reads s when it is an IPv4 address without a port, written as netip writes
+// one: four decimal fields of 0 to 255, without leading zeros. That is how most logs and
+// gateways write a client's address, and reading it here is a fraction of the cost of netip's
+// general parser and of writing the address back out. Anything else is not read (false).
+func canonicalIPv4(s string) (ip [4]byte, ok bool) {
+	field, n, digits := 0, 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			if digits > 0 && n == 0 {
+				return ip, false // a leading zero
+			}
+			n, digits = n*10+int(c-'0'), digits+1
+			if n > 255 {
+				return ip, false
+			}
+		case c == '.' && digits > 0 && field < 3:
+			ip[field] = byte(n)
+			field, n, digits = field+1, 0, 0
+		default:
+			return ip, false
+		}
+	}
+	if field != 3 || digits == 0 {
+		return ip, false
+	}
+	ip[3] = byte(n)
+	return ip, true
 }
 
 // whole is the address without port or zone. Usually that is a prefix of the text the request
@@ -213,6 +250,10 @@ func (a *addrForms) whole(addr string) (string, bool) {
 	}
 	if !a.wholeDone {
 		a.wholeDone = true
+		if a.canonical {
+			a.wholeV = addr
+			return addr, true
+		}
 		var buf [64]byte
 		b := a.ip.AppendTo(buf[:0])
 		if strings.HasPrefix(addr, string(b)) {
@@ -228,6 +269,10 @@ func (a *addrForms) whole(addr string) (string, bool) {
 func (a *addrForms) subnet(addr string) (string, bool) {
 	if !a.parse(addr) {
 		return "", false
+	}
+	if a.tierSubnet == "" && a.canonical {
+		// The network of a.b.c.d/24 is a.b.c.0/24, written as its text has a.b.c.
+		a.tierSubnet = a.join(string(TierSubnet), ":", addr[:strings.LastIndexByte(addr, '.')], ".0/24")
 	}
 	if a.tierSubnet == "" {
 		bits := 64

@@ -1,6 +1,9 @@
 package policy
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestSourceEntry(t *testing.T) {
 	identity := &Source{Key: "client", Kind: SourceIdentity, Mask: MaskSubnet, Waterfall: []IdentityStep{
@@ -101,5 +104,51 @@ func TestAppendValues(t *testing.T) {
 		req.AppendValuesIn(all[0][:0], oks, sources[:3], &arena) // the tenant's name needs lowering
 	}); n != 0 {
 		t.Errorf("AppendValuesIn allocates %v times", n)
+	}
+}
+
+// The forms of an address read by canonicalIPv4 are those netip's parser and writer give: for
+// every address text, the whole form and the subnet are the same with the fast path as without.
+func TestCanonicalIPv4MatchesNetip(t *testing.T) {
+	texts := []string{
+		"0.0.0.0", "1.2.3.4", "10.0.0.255", "255.255.255.255", "203.0.113.77", "100.64.10.9",
+		"256.1.1.1", "1.256.1.1", "01.2.3.4", "1.02.3.4", "1.2.3.04", "00.1.2.3", "1.2.3", "1.2.3.4.5",
+		"1..2.3", ".1.2.3", "1.2.3.", "1.2.3.4:80", " 1.2.3.4", "1.2.3.4 ", "1.2.3.-4", "1.2.3.4a",
+		"1234.1.1.1", "::ffff:1.2.3.4", "", "0.0.0.00", "9.9.9.999",
+	}
+	for a := 0; a < 256; a += 51 {
+		texts = append(texts, fmt.Sprintf("%d.%d.%d.%d", a, 255-a, a/2, a%7))
+	}
+	for _, text := range texts {
+		checkAddrForms(t, text)
+	}
+}
+
+func FuzzCanonicalIPv4(f *testing.F) {
+	for _, s := range []string{"1.2.3.4", "255.255.255.255", "01.2.3.4", "1.2.3.4:80", "::1"} {
+		f.Add(s)
+	}
+	f.Fuzz(checkAddrForms)
+}
+
+// checkAddrForms checks that text's whole and subnet forms are the same whether or not
+// canonicalIPv4 reads it.
+func checkAddrForms(t *testing.T, text string) {
+	fast := addrForms{}
+	slow := addrForms{parsed: true}
+	slow.ip, slow.ok = parseRemoteAddr(text)
+	if fast.parse(text) != slow.ok {
+		t.Fatalf("%q: parsed %v, netip %v", text, fast.ok, slow.ok)
+	}
+	if fast.canonical && fast.ip != slow.ip {
+		t.Fatalf("%q: address %v, netip %v", text, fast.ip, slow.ip)
+	}
+	w1, ok1 := fast.whole(text)
+	w2, ok2 := slow.whole(text)
+	s1, sok1 := fast.subnet(text)
+	s2, sok2 := slow.subnet(text)
+	if w1 != w2 || ok1 != ok2 || s1 != s2 || sok1 != sok2 || fast.tierSubnet != slow.tierSubnet {
+		t.Fatalf("%q: whole %q %v, subnet %q %v (%q); netip: whole %q %v, subnet %q %v (%q)",
+			text, w1, ok1, s1, sok1, fast.tierSubnet, w2, ok2, s2, sok2, slow.tierSubnet)
 	}
 }
