@@ -101,9 +101,13 @@ if [ -n "$count" ]; then
   # counted NAME replays the lines under cachegrind and appends "NAME Ir D1mr LLmr" to $work/counts.
   counted() {
     # shellcheck disable=SC2086 # ARGS is a list of flags
-    GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=yes --LL=33554432,16,64 \
+    if ! GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=yes --LL=33554432,16,64 \
       --cachegrind-out-file="$work/$1.cg" "$work/rlctl-$1" simulate --policies policies \
-      --log "$work/head.log" -o json --out "$work/$1.json" $args 2>"$work/$1.valgrind" >&2
+      --log "$work/head.log" -o json --out "$work/$1.json" $args 2>"$work/$1.valgrind" >&2; then
+      tail -n 20 "$work/$1.valgrind" >&2
+      echo "ab-simulate: the $1 build failed under valgrind" >&2
+      exit 1
+    fi
     awk -v n="$1" '/^summary:/ { print n, $2, $6 + $9, $7 + $10 }' "$work/$1.cg" >>"$work/counts"
   }
   : >"$work/counts"
