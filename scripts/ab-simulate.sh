@@ -99,9 +99,11 @@ same() {
 if [ -n "$count" ]; then
   head -n "$count" "$log" >"$work/head.log"
   # counted NAME replays the lines under cachegrind and appends "NAME Ir D1mr LLmr" to $work/counts.
+  # (valgrind 3.19 does not know RDTSCP, which the Go runtime reads the clock with when a lock
+  # is contended: cpu.rdtscp=off has it use the older instruction.)
   counted() {
     # shellcheck disable=SC2086 # ARGS is a list of flags
-    if ! GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=yes --LL=33554432,16,64 \
+    if ! GOMAXPROCS=1 GOGC=off GODEBUG=cpu.rdtscp=off valgrind --tool=cachegrind --cache-sim=yes --LL=33554432,16,64 \
       --cachegrind-out-file="$work/$1.cg" "$work/rlctl-$1" simulate --policies policies \
       --log "$work/head.log" -o json --out "$work/$1.json" $args 2>"$work/$1.valgrind" >&2; then
       tail -n 20 "$work/$1.valgrind" >&2

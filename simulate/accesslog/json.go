@@ -160,15 +160,25 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 	}
 	for pos := 0; ; pos++ {
 		sc.ws()
-		path, tg, err := p.key(sc, prefix, pos)
-		if err != nil {
-			return err
+		var path string
+		var tg *target
+		if e := p.predictedAt(sc, prefix, pos); e != nil {
+			sc.i += len(e.key) + 3 // the quoted key and its ':'
+			path = e.key
+			if e.tg.f != fieldNone {
+				tg = &e.tg
+			}
+		} else {
+			var err error
+			if path, tg, err = p.key(sc, prefix, pos); err != nil {
+				return err
+			}
+			sc.ws()
+			if sc.i >= len(sc.s) || sc.s[sc.i] != ':' {
+				return sc.errAt("want ':'")
+			}
+			sc.i++
 		}
-		sc.ws()
-		if sc.i >= len(sc.s) || sc.s[sc.i] != ':' {
-			return sc.errAt("want ':'")
-		}
-		sc.i++
 		sc.ws()
 		if sc.i >= len(sc.s) {
 			return sc.errAt("want a value")
@@ -219,6 +229,24 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 			return sc.errAt("want ',' or '}'")
 		}
 	}
+}
+
+// predictedAt returns the entry of the top-level key the last line had at place pos
+// (p.predicted) when this line has it there too, quoted and followed by ':' as compact logs
+// write every key, and nil otherwise: the key then needs neither scanning nor looking up, nor
+// its colon a test of its own. Otherwise key reads it.
+func (p *jsonParser) predictedAt(sc *jsonScan, prefix string, pos int) *keyTarget {
+	if prefix != "" || pos >= len(p.predicted) {
+		return nil
+	}
+	e := p.predicted[pos]
+	if e == nil {
+		return nil
+	}
+	if colon := sc.i + len(e.key) + 2; colon >= len(sc.s) || sc.s[colon] != ':' || !quotedAt(sc.s, sc.i, e.key) {
+		return nil
+	}
+	return e
 }
 
 // key parses the key at sc.i, the pos-th of the object at prefix, and returns its dotted path
