@@ -24,12 +24,17 @@ type matcher struct {
 // node is one level of the descriptor tree. Children are tried in envoyproxy/ratelimit's order:
 // an exact key and value, then wildcards in declared order, then key only.
 type node struct {
-	rule  *Rule
-	exact map[Entry]*node
-	// exactKeys are the keys in exact, so that an entry of another key skips hashing.
-	exactKeys []string
+	rule *Rule
+	// exact holds the exact children by key, each key's by value: an entry of another key
+	// hashes nothing, and one of a key here hashes only its value.
+	exact     []exactChildren
 	wildcards []wildcard
 	any       map[string]*node
+}
+
+type exactChildren struct {
+	key     string
+	byValue map[string]*node
 }
 
 type wildcard struct {
@@ -85,9 +90,9 @@ func (d *Domain) Lookup(entries []Entry) (*Rule, bool) {
 func sharded(r *Rule) bool { return r.SubShards != nil && r.SubShards.Count > 1 }
 
 func (n *node) child(e Entry) *node {
-	for _, k := range n.exactKeys {
-		if k == e.Key {
-			if c := n.exact[e]; c != nil {
+	for i := range n.exact {
+		if x := &n.exact[i]; x.key == e.Key {
+			if c := x.byValue[e.Value]; c != nil {
 				return c
 			}
 			break
@@ -177,18 +182,16 @@ func (n *node) childFor(r *Rule, level int) *node {
 	m := r.Match[level]
 	switch m.Kind {
 	case MatchExact:
-		e := Entry{m.Key, m.Value}
-		if c := n.exact[e]; c != nil {
+		i := slices.IndexFunc(n.exact, func(x exactChildren) bool { return x.key == m.Key })
+		if i < 0 {
+			i = len(n.exact)
+			n.exact = append(n.exact, exactChildren{key: m.Key, byValue: map[string]*node{}})
+		}
+		if c := n.exact[i].byValue[m.Value]; c != nil {
 			return c
 		}
-		if n.exact == nil {
-			n.exact = map[Entry]*node{}
-		}
-		if !slices.Contains(n.exactKeys, m.Key) {
-			n.exactKeys = append(n.exactKeys, m.Key)
-		}
 		c := &node{}
-		n.exact[e] = c
+		n.exact[i].byValue[m.Value] = c
 		return c
 	case MatchWildcard:
 		prefix := strings.TrimSuffix(m.Value, "*")
