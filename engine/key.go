@@ -46,10 +46,11 @@ func appendEscaped(dst []byte, s string) []byte {
 	}
 }
 
-// escapes reports whether AppendKey escapes byte c.
-func escapes(c byte) bool {
-	return c == '%' || c == ':' || c == '{' || c == '}'
-}
+// escapes reports whether AppendKey escapes byte c: one load, where four comparisons were a
+// fifth of the cost of building a key.
+func escapes(c byte) bool { return escapedBytes[c] }
+
+var escapedBytes = [256]bool{'%': true, ':': true, '{': true, '}': true}
 
 // skipPlain returns i advanced by eight bytes at a time over s while none of the eight is
 // one AppendKey escapes: keys are built for every decision, and most of their bytes need no
