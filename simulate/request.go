@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"hash/maphash"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 )
@@ -22,15 +24,24 @@ type requestBuilder struct {
 	// looked up in the current one, then in the older one, from which it moves up. When the
 	// current one is full it becomes the older one, so a working set of up to maxCachedTokens
 	// tokens stays cached, and memory stays bounded.
-	tokens, older map[string]*token
+	tokens, older map[tokenKey]*token
 	tokenCap      int // the size of a generation; maxCachedTokens but in tests
+}
+
+// tokenKey identifies a JWT payload segment by two independent 64-bit hashes of it, as
+// keyTable identifies a store key: two payloads share both about once in 2^128 tries, and a
+// lookup neither compares nor keeps the payload's bytes, which would cost a cache miss and a
+// copy of each new token.
+type tokenKey [2]uint64
+
+func tokenKeyOf(payload string) tokenKey {
+	return tokenKey{xxhash.Sum64String(payload), maphash.String(keyIDSeed, payload)}
 }
 
 // token is a decoded JWT payload.
 type token struct {
-	payload string // the payload segment it was decoded from
-	claims  map[string]string
-	user    string // "sub:" + the subject, the shared-NAT check's user; "" without one
+	claims map[string]string
+	user   string // "sub:" + the subject, the shared-NAT check's user; "" without one
 }
 
 // maxCachedTokens is the size of a generation of requestBuilder.tokens.
@@ -40,7 +51,7 @@ const maxCachedTokens = 1 << 16
 var noToken token
 
 func newRequestBuilder() *requestBuilder {
-	return &requestBuilder{tokens: map[string]*token{}, tokenCap: maxCachedTokens}
+	return &requestBuilder{tokens: map[tokenKey]*token{}, tokenCap: maxCachedTokens}
 }
 
 // build fills a policy.Request from rec, and returns the JWT it carries (nil without one). The
@@ -87,23 +98,21 @@ func (b *requestBuilder) tokenOf(auth string) *token {
 	if !ok {
 		return &noToken
 	}
-	if t, ok := b.tokens[payload]; ok {
+	k := tokenKeyOf(payload)
+	if t, ok := b.tokens[k]; ok {
 		return t
 	}
-	t, ok := b.older[payload]
-	if ok {
-		payload = t.payload
-	} else {
-		payload = strings.Clone(payload)
-		t = &token{payload: payload, claims: decodePayload(payload)}
+	t, ok := b.older[k]
+	if !ok {
+		t = &token{claims: decodePayload(payload)}
 		if sub := t.claims["sub"]; sub != "" {
 			t.user = "sub:" + sub
 		}
 	}
 	if len(b.tokens) >= b.tokenCap {
-		b.tokens, b.older = make(map[string]*token, len(b.tokens)), b.tokens
+		b.tokens, b.older = make(map[tokenKey]*token, len(b.tokens)), b.tokens
 	}
-	b.tokens[payload] = t
+	b.tokens[k] = t
 	return t
 }
 
