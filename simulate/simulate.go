@@ -332,8 +332,6 @@ type prepared struct {
 	userHash uint64
 	nat      [2]uint64
 	natOK    [2]bool
-	entries  []policy.Entry // scratch
-	user     []byte         // scratch
 
 	// Set by sequence: the record's number (from 1), the time it is replayed at, the
 	// housekeeping tick before it (0 for none) and its gateway.
@@ -378,8 +376,8 @@ func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Reco
 			fp, _ = lastHeader(req.HeaderList, "x-ja3")
 		}
 		if fp != "" {
-			p.user = append(append(p.user[:0], "fp:"...), fp...)
-			user = unsafe.String(unsafe.SliceData(p.user), len(p.user)) // only its hash is kept
+			rb.user = append(append(rb.user[:0], "fp:"...), fp...)
+			user = unsafe.String(unsafe.SliceData(rb.user), len(rb.user)) // only its hash is kept
 		}
 	}
 	if user != "" {
@@ -390,28 +388,29 @@ func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Reco
 			}
 		}
 	}
-	s.selectRules(p)
+	s.selectRules(p, rb)
 }
 
 // selectRules finds the rules p's values select, with their store keys (prepared.hits).
-func (s *Simulator) selectRules(p *prepared) {
+func (s *Simulator) selectRules(p *prepared, rb *requestBuilder) {
 	p.matched, p.hits, p.keys = false, p.hits[:0], p.keys[:0]
 	for di, ds := range s.domains {
 		values, oks := s.valuesAt(p, di)
 		for _, shape := range ds.shapes {
-			p.entries = p.entries[:0]
+			entries := rb.entries[:0]
 			ok := true
 			for _, i := range shape {
 				if !oks[i] {
 					ok = false
 					break
 				}
-				p.entries = append(p.entries, policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]})
+				entries = append(entries, policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]})
 			}
+			rb.entries = entries // its capacity, for the next shape
 			if !ok {
 				continue
 			}
-			rule, found := ds.d.Lookup(p.entries)
+			rule, found := ds.d.Lookup(entries)
 			if !found {
 				continue
 			}
@@ -424,7 +423,7 @@ func (s *Simulator) selectRules(p *prepared) {
 				continue // the rule's own shape decides it; a shorter or longer one must not count twice
 			}
 			at := len(p.keys)
-			p.keys = rs.plan.AppendKey(p.keys, p.entries)
+			p.keys = rs.plan.AppendKey(p.keys, entries)
 			key := p.keys[at:]
 			h := keyHash(key)
 			p.hits = append(p.hits, hit{domain: di, rs: rs, shape: shape, keyAt: at, keyEnd: len(p.keys), hash: h, id: keyID(key), shard: shardOf(h)})
