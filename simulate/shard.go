@@ -305,9 +305,10 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	}
 	out.WouldDeny++
 	st.add(serWouldDeny, b, 1)
-	values, oks := sh.sim.valuesAt(p, h.domain)
+	values, oks := sh.sim.valuesAt(p, int(h.domain))
 	if ks.denials == 0 {
-		sh.describe(sh.sim.domains[h.domain], rs, h.shape, ks, values)
+		ds := sh.sim.domains[h.domain]
+		sh.describe(ds, rs, ds.shapes[h.shape], ks, values)
 		sh.keys.denied++
 	}
 	ks.denials++
@@ -433,7 +434,7 @@ func (wk *worker) record(p *prepared, gw *gatewaySet, stranded []int64) error {
 	}
 	for i := range p.hits {
 		h := &p.hits[i]
-		if !wk.owns(h.shard) {
+		if !wk.owns(int(h.shard)) {
 			continue
 		}
 		sh := wk.sim.shards[h.shard]
