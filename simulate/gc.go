@@ -28,7 +28,7 @@ const (
 // process-wide, so Run leaves them to its callers. A memory limit the user set (GOMEMLIMIT) is
 // left alone: the container it protects matters more than the time it costs. So is everything
 // when the user set GOGC: a replay with GOGC=off, say, allocates the same whatever the timing
-// of the collector, and counts the same instructions each time (scripts/count-simulate.sh).
+// of the collector, and counts the same instructions each time (COUNT=N scripts/ab-simulate.sh).
 func TuneGC() (restore func()) {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return func() {}
