@@ -114,7 +114,6 @@ func TestMemoryFollowsKeys(t *testing.T) {
 		}
 		runtime.KeepAlive(s)
 		s, rec = nil, accesslog.Record{}
-		rd.Close()
 		floor := min(before, live())
 		return most - min(most, floor)
 	}
