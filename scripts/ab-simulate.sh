@@ -10,7 +10,7 @@
 # valgrind's cachegrind, on one core with no garbage collection (GOMAXPROCS=1 GOGC=off, which
 # simulate then leaves alone), and the script prints the instructions, first-level data-cache
 # misses and last-level misses (a simulated 32 MB cache) per line. The counts are the same from
-# one run to the next within about 0.1 %, whatever else the machine does, so a change of 1 % shows;
+# one run to the next within about 0.3 %, whatever else the machine does, so a change of 1 % shows;
 # but they are not time: a miss costs tens of instructions' time, and one core without GC is not
 # how simulate runs. Use it to see small changes, and the timed pairs to confirm them.
 #
@@ -98,6 +98,7 @@ same() {
 
 if [ -n "$count" ]; then
   head -n "$count" "$log" >"$work/head.log"
+  count=$(($(wc -l <"$work/head.log"))) # fewer when the log is shorter
   # counted NAME replays the lines under cachegrind and appends "NAME Ir D1mr LLmr" to $work/counts.
   # (valgrind 3.19 does not know RDTSCP, which the Go runtime reads the clock with when a lock
   # is contended: cpu.rdtscp=off has it use the older instruction.)
