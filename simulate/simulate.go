@@ -353,7 +353,9 @@ type hit struct {
 	ks       *keyState // the key's state, set by shard.decide
 	domain   int32
 	shape    int32 // the descriptor's shape, in its domain's shapes
-	// keyAt and keyEnd are the store key, in prepared.keys.
+	// keyAt and keyEnd are the store key, in prepared.keys. A record's keys are its values,
+	// escaped, once per hit, and a line is at most 1 MiB, so they stay within int32 unless
+	// hundreds of rules each key on a value near that size.
 	keyAt, keyEnd int32
 	shard         uint8 // shardOf(hash)
 	// The outcome, set by shard.decide: the rule would deny the request, rejects it given its
