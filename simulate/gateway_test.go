@@ -3,8 +3,10 @@ package simulate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/rlctl/rlctl/engine"
@@ -40,8 +42,8 @@ func TestEventQueueOrder(t *testing.T) {
 	}
 }
 
-// A key table finds keys by hash and bytes, chains keys whose hashes collide, and pruning
-// drops exactly the keys it is told to, wherever they sit in a chain.
+// A key table finds keys by hash and keyID, keeps keys whose hashes collide apart, and pruning
+// drops exactly the keys it is told to, wherever they sit in a run of colliding slots.
 func TestKeyTable(t *testing.T) {
 	tab := newKeyTable()
 	keys := []struct {
@@ -74,8 +76,8 @@ func TestKeyTable(t *testing.T) {
 	if tab.denied != 1 {
 		t.Errorf("denied keys after prune: got %d, want 1", tab.denied)
 	}
-	if len(tab.m) != 2 {
-		t.Errorf("hashes after prune: got %d, want 2 (the emptied chain is deleted)", len(tab.m))
+	if tab.n != 2 {
+		t.Errorf("keys after prune: got %d, want 2", tab.n)
 	}
 	// a and c, never denied, are kept for reuse; e, denied, is not (a record not yet merged
 	// may read it).
@@ -85,13 +87,78 @@ func TestKeyTable(t *testing.T) {
 	freed := map[*keyState]bool{tab.free[0]: true, tab.free[1]: true}
 	tab.free[0].requests, tab.free[1].requests = 5, 5
 	ks := tab.newKeyState("f", 3, 6)
-	if !freed[ks] || ks.key != "f" || ks.rule != 3 || ks.requests != 0 || ks.next != nil || len(ks.leases) != 6 || len(tab.free) != 1 {
+	if !freed[ks] || ks.key != "f" || ks.rule != 3 || ks.requests != 0 || len(ks.leases) != 6 || len(tab.free) != 1 {
 		t.Errorf("a new key state after prune: got %+v (reused: %v), want a cleared one of the free list", ks, freed[ks])
 	}
 	// No more are kept than the keys made since the prune before.
 	tab.prune(func(*keyState) bool { return true })
 	if len(tab.free) != 1 {
 		t.Errorf("free key states after a prune with one key made since the last: got %d, want 1", len(tab.free))
+	}
+}
+
+// A key table grows as keys come and shrinks as pruning drops them, and finds every key it
+// holds throughout, among hashes whose low bits collide and runs of slots that wrap around
+// the table's end.
+func TestKeyTableGrowsAndShrinks(t *testing.T) {
+	tab := newKeyTable()
+	const n = 5000
+	hashOf := func(i int) uint64 {
+		// Low bits from a few values only, so that probes run long and wrap: every 8th key
+		// ends in all ones, the table's last slot whatever its size.
+		low := uint64(i % 8)
+		if low == 7 {
+			low = 1<<20 - 1
+		}
+		return uint64(i)<<32 | low
+	}
+	ids := make([]uint64, n)
+	for i := range n {
+		key := fmt.Sprintf("k%d", i)
+		ks := tab.newKeyState(key, 0, 1)
+		ks.id = keyID([]byte(key))
+		ids[i] = ks.id
+		tab.add(hashOf(i), ks)
+	}
+	if tab.n != n || len(tab.slots) < n || 4*tab.n > 3*len(tab.slots) {
+		t.Fatalf("after %d adds: %d keys in %d slots", n, tab.n, len(tab.slots))
+	}
+	check := func(keep func(i int) bool) {
+		t.Helper()
+		for i := range n {
+			ks := tab.get(hashOf(i), ids[i])
+			if got := ks != nil; got != keep(i) {
+				t.Fatalf("key %d: found %v, want %v", i, got, keep(i))
+			}
+			if ks != nil && ks.key != fmt.Sprintf("k%d", i) {
+				t.Fatalf("key %d: got the state of %q", i, ks.key)
+			}
+		}
+		seen := 0
+		tab.each(func(*keyState) { seen++ })
+		if seen != tab.n {
+			t.Fatalf("each: %d key states, want %d", seen, tab.n)
+		}
+	}
+	check(func(int) bool { return true })
+	big := len(tab.slots)
+	// Keep one key in ten: the table shrinks to fit what is left.
+	keep := func(i int) bool { return i%10 == 0 }
+	tab.prune(func(ks *keyState) bool {
+		i, err := strconv.Atoi(ks.key[1:])
+		if err != nil {
+			t.Fatalf("pruning %q: %v", ks.key, err)
+		}
+		return !keep(i)
+	})
+	check(keep)
+	if len(tab.slots) >= big || 4*tab.n > 3*len(tab.slots) {
+		t.Errorf("after pruning to %d keys: %d slots, want fewer than %d", tab.n, len(tab.slots), big)
+	}
+	tab.prune(func(*keyState) bool { return true })
+	check(func(int) bool { return false })
+	if len(tab.slots) != minKeySlots {
+		t.Errorf("empty: %d slots, want %d", len(tab.slots), minKeySlots)
 	}
 }
 

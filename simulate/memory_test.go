@@ -148,11 +148,7 @@ func TestDeniedKeysBound(t *testing.T) {
 	sh.keys.denied++
 	sh.prune(10 * 3_600_000)
 	var kept []string
-	for _, first := range sh.keys.m {
-		for ks := first; ks != nil; ks = ks.next {
-			kept = append(kept, ks.key)
-		}
-	}
+	sh.keys.each(func(ks *keyState) { kept = append(kept, ks.key) })
 	slices.Sort(kept)
 	if want := []string{"busy", "k2"}; !slices.Equal(kept, want) {
 		t.Errorf("kept %v, want %v", kept, want)

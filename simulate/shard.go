@@ -220,13 +220,11 @@ func (sh *shard) prune(now int64) {
 		return
 	}
 	var idleDenied []*keyState
-	for _, first := range sh.keys.m {
-		for ks := first; ks != nil; ks = ks.next {
-			if ks.denials > 0 && idle(ks) {
-				idleDenied = append(idleDenied, ks)
-			}
+	sh.keys.each(func(ks *keyState) {
+		if ks.denials > 0 && idle(ks) {
+			idleDenied = append(idleDenied, ks)
 		}
-	}
+	})
 	sort.Slice(idleDenied, func(i, j int) bool {
 		a, b := idleDenied[i], idleDenied[j]
 		if a.denials != b.denials {

@@ -493,13 +493,11 @@ func (s *Simulator) Finish() (*report.Report, error) {
 	r.Totals.RequestsWithUser = s.withUser
 	denied := make([][]*keyState, len(s.rules))
 	for _, sh := range s.shards {
-		for _, first := range sh.keys.m {
-			for ks := first; ks != nil; ks = ks.next {
-				if ks.denials > 0 {
-					denied[ks.rule] = append(denied[ks.rule], ks)
-				}
+		sh.keys.each(func(ks *keyState) {
+			if ks.denials > 0 {
+				denied[ks.rule] = append(denied[ks.rule], ks)
 			}
-		}
+		})
 		r.DeniedKeysDropped += sh.droppedDenied
 		r.NATUntracked += sh.nat.untracked
 	}

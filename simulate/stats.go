@@ -31,8 +31,7 @@ const (
 // decision reads, so that a decision touches a few adjacent cache lines of one object rather
 // than an object per engine.
 type keyState struct {
-	next *keyState // another key with the same hash (keyTable)
-	id   uint64    // keyID of the store key
+	id uint64 // keyID of the store key
 
 	requests int64
 	lastMs   int64
@@ -77,12 +76,18 @@ func (t *keyTable) newKeyState(key string, rule, n int) *keyState {
 }
 
 // keyTable holds a shard's keys by the hash of their store key, which prepare computes on
-// the parsing goroutines, so that the replay never hashes a long key. Keys whose hashes are
-// equal are chained, and told apart by a second, independent hash of the key (keyID): the
-// two hashes of two keys are equal about once in 2^128 tries, and comparing them spares the
-// replay a read of the key's bytes, which sit in memory of their own.
+// the parsing goroutines, so that the replay never hashes a long key. It is an open-addressing
+// table of (hash, key state) pairs, probed linearly from the hash's low bits: a lookup reads
+// one slot's cache line, where a Go map reads its group's control word and then the slot.
+// Keys whose hashes are equal sit in slots one after another, and are told apart by a second,
+// independent hash of the key (keyID): the two hashes of two keys are equal about once in
+// 2^128 tries, and comparing them spares the replay a read of the key's bytes, which sit in
+// memory of their own.
 type keyTable struct {
-	m map[uint64]*keyState
+	// slots are a power of two, at most three quarters used (add), so that a probe soon
+	// meets an empty slot, one without a key state, which ends it.
+	slots []keySlot
+	n     int // the keys held
 	// denied counts the keys with denials, which pruning keeps (they are in the report).
 	denied int
 	// free holds pruned key states for new keys to reuse: a new key then costs no
@@ -94,58 +99,99 @@ type keyTable struct {
 	created int
 }
 
-func newKeyTable() keyTable { return keyTable{m: map[uint64]*keyState{}} }
+type keySlot struct {
+	h  uint64
+	ks *keyState
+}
+
+// minKeySlots is the size of an empty key table.
+const minKeySlots = 64
+
+func newKeyTable() keyTable { return keyTable{slots: make([]keySlot, minKeySlots)} }
 
 // get returns the state of the key with hash h and keyID id, or nil.
 func (t *keyTable) get(h, id uint64) *keyState {
-	for ks := t.m[h]; ks != nil; ks = ks.next {
-		if ks.id == id {
-			return ks
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.ks == nil {
+			return nil
+		}
+		if s.h == h && s.ks.id == id {
+			return s.ks
 		}
 	}
-	return nil
 }
 
 // add adds ks, whose key hashes to h and is not in the table.
 func (t *keyTable) add(h uint64, ks *keyState) {
-	ks.next = t.m[h]
-	t.m[h] = ks
+	if 4*(t.n+1) > 3*len(t.slots) {
+		t.resize(2 * len(t.slots))
+	}
+	t.put(h, ks)
+	t.n++
+}
+
+// put places ks in the first empty slot from h's.
+func (t *keyTable) put(h uint64, ks *keyState) {
+	mask := uint64(len(t.slots) - 1)
+	i := h & mask
+	for t.slots[i].ks != nil {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = keySlot{h, ks}
+}
+
+// resize moves the keys into a table of n slots.
+func (t *keyTable) resize(n int) {
+	old := t.slots
+	t.slots = make([]keySlot, n)
+	for _, s := range old {
+		if s.ks != nil {
+			t.put(s.h, s.ks)
+		}
+	}
+}
+
+// each calls fn with every key state in the table, in no particular order.
+func (t *keyTable) each(fn func(*keyState)) {
+	for _, s := range t.slots {
+		if s.ks != nil {
+			fn(s.ks)
+		}
+	}
 }
 
 // prune forgets the keys that drop says to, so that memory follows the live keys rather than
-// every key ever seen.
+// every key ever seen. The keys left move into a new table, smaller once a quarter of the old
+// one or less is used.
 func (t *keyTable) prune(drop func(*keyState) bool) {
 	keep := min(t.created, maxFree)
 	t.created = 0
-	for h, first := range t.m {
-		var kept, last *keyState
-		for ks := first; ks != nil; {
-			next := ks.next
-			if drop(ks) {
-				if ks.denials > 0 {
-					t.denied--
-				} else if len(t.free) < keep {
-					ks.key = "" // let its bytes go until it is used again
-					t.free = append(t.free, ks)
-				}
-				ks.next = nil
-			} else {
-				if last == nil {
-					kept = ks
-				} else {
-					last.next = ks
-				}
-				last, ks.next = ks, nil
-			}
-			ks = next
+	n := t.n
+	for i, s := range t.slots {
+		if s.ks == nil || !drop(s.ks) {
+			continue
 		}
 		switch {
-		case kept == nil:
-			delete(t.m, h)
-		case kept != first:
-			t.m[h] = kept
+		case s.ks.denials > 0:
+			t.denied--
+		case len(t.free) < keep:
+			s.ks.key = "" // let its bytes go until it is used again
+			t.free = append(t.free, s.ks)
 		}
+		t.slots[i].ks = nil // a hole, gone with the table
+		n--
 	}
+	if n == t.n {
+		return
+	}
+	size := len(t.slots)
+	for size > minKeySlots && 4*n <= size {
+		size /= 2
+	}
+	t.n = n
+	t.resize(size)
 }
 
 // maxFree bounds a key table's free list: with 64 shards, about 36 MB of key states at most.
