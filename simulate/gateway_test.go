@@ -196,6 +196,41 @@ func TestNATTracker(t *testing.T) {
 	}
 }
 
+// The tracker grows past its first table and keeps every address's users through it, among
+// address hashes whose low bits collide and runs of slots that wrap around the table's end.
+func TestNATTrackerGrows(t *testing.T) {
+	n := newNATTracker(5, 1<<20)
+	const addrs = 3000
+	addrOf := func(i int) uint64 {
+		low := uint64(i % 4)
+		if low == 3 {
+			low = 1<<20 - 1 // the last slot of any table up to 2^20 slots
+		}
+		return uint64(i+1)<<32 | low
+	}
+	// Address i shows i%7 distinct users, each twice, the first of them again at the end.
+	for round := range 2 {
+		for i := range addrs {
+			for u := range i % 7 {
+				n.seeHash(addrOf(i), uint64(1000+u))
+			}
+			if round == 1 && i%7 > 0 {
+				n.seeHash(addrOf(i), 1000)
+			}
+		}
+	}
+	if n.n != addrs-(addrs+6)/7 || len(n.slots) <= minKeySlots {
+		t.Fatalf("%d addresses in %d slots, want %d in more than %d", n.n, len(n.slots), addrs-(addrs+6)/7, minKeySlots)
+	}
+	for i := range addrs {
+		want := min(i%7, 5)
+		got, capped := n.count(addrOf(i))
+		if got != want || capped != (i%7 >= 5) {
+			t.Fatalf("address %d: got %d users (capped %v), want %d (capped %v)", i, got, capped, want, i%7 >= 5)
+		}
+	}
+}
+
 // The tracker holds at most its limit of addresses: sightings behind further addresses are
 // counted as untracked, and addresses already tracked go on counting.
 func TestNATTrackerBound(t *testing.T) {

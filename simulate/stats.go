@@ -305,15 +305,16 @@ func nonNil(s []int64) []int64 {
 }
 
 // userSet counts distinct users behind an address, up to a cap. Most addresses only ever show
-// one user, who is kept without a map. It is kept in natTracker.addrs by value, so that a
+// one user, who is kept without a map. It is kept in natTracker's slots by value, so that a
 // lookup does not go on to another cache line. Users are kept as 64-bit hashes of their names
 // (userHash), and addresses by theirs (addrHash): the tracker holds an entry for every address
 // a log shows, and two users of one address colliding (about one chance in 10^15 for a
 // hundred users), or two of a million addresses (one in 10^7), would only miscount them.
 type userSet struct {
-	first uint64              // the first user seen
-	users map[uint64]struct{} // every user, once a second one is seen
-	full  bool
+	first   uint64              // the first user seen
+	users   map[uint64]struct{} // every user, once a second one is seen
+	full    bool
+	tracked bool // the slot holds an address: an empty slot's set is the zero userSet
 }
 
 // userHash identifies a user in a userSet.
@@ -322,55 +323,87 @@ func userHash(user string) uint64 { return xxhash.Sum64String(user) }
 // addrHash identifies an address or subnet in a natTracker.
 func addrHash(addr string) uint64 { return xxhash.Sum64String(addr) }
 
-// natTracker records which users were seen behind each address and subnet of one shard.
+// natTracker records which users were seen behind each address and subnet of one shard. Like
+// keyTable it is an open-addressing table, probed linearly from the address hash's low bits and
+// at most three quarters full; it only grows, up to limit addresses.
 type natTracker struct {
 	cap   int // users counted per address
 	limit int // addresses tracked; users behind further ones are not counted
-	addrs map[uint64]userSet
+	slots []natSlot
+	n     int // addresses tracked
 	// untracked counts the sightings of a user behind an address that was not tracked
 	// because limit addresses were.
 	untracked int64
 }
 
+type natSlot struct {
+	addr uint64
+	set  userSet
+}
+
 func newNATTracker(cap, limit int) natTracker {
-	return natTracker{cap: cap, limit: limit, addrs: map[uint64]userSet{}}
+	return natTracker{cap: cap, limit: limit, slots: make([]natSlot, minKeySlots)}
+}
+
+// slot returns the slot of the address whose addrHash is addr, or the empty slot where it
+// would go.
+func (n *natTracker) slot(addr uint64) *natSlot {
+	mask := uint64(len(n.slots) - 1)
+	for i := addr & mask; ; i = (i + 1) & mask {
+		if s := &n.slots[i]; !s.set.tracked || s.addr == addr {
+			return s
+		}
+	}
 }
 
 // seeHash records user (a userHash) behind the address whose addrHash is addr.
 func (n *natTracker) seeHash(addr, user uint64) {
-	u, ok := n.addrs[addr]
-	switch {
-	case !ok:
-		if len(n.addrs) >= n.limit {
+	s := n.slot(addr)
+	if !s.set.tracked {
+		if n.n >= n.limit {
 			n.untracked++
 			return
 		}
-		n.addrs[addr] = userSet{first: user, full: n.cap <= 1}
+		if 4*(n.n+1) > 3*len(n.slots) {
+			n.grow()
+			s = n.slot(addr)
+		}
+		*s = natSlot{addr: addr, set: userSet{first: user, full: n.cap <= 1, tracked: true}}
+		n.n++
 		return
-	case u.full || user == u.first:
+	}
+	u := &s.set
+	if u.full || user == u.first {
 		return
 	}
 	if _, ok := u.users[user]; ok {
 		return
 	}
-	changed := u.users == nil
-	if changed {
+	if u.users == nil {
 		u.users = map[uint64]struct{}{u.first: {}}
 	}
 	u.users[user] = struct{}{}
 	if len(u.users) >= n.cap {
-		u.full, changed = true, true
+		u.full = true
 	}
-	if changed {
-		n.addrs[addr] = u
+}
+
+// grow moves the addresses into a table twice the size.
+func (n *natTracker) grow() {
+	old := n.slots
+	n.slots = make([]natSlot, 2*len(old))
+	for _, s := range old {
+		if s.set.tracked {
+			*n.slot(s.addr) = s
+		}
 	}
 }
 
 // count is the number of distinct users seen behind the address whose addrHash is addr,
 // counted up to the tracker's cap, and whether it reached the cap (there may be more).
 func (n *natTracker) count(addr uint64) (int, bool) {
-	switch u, ok := n.addrs[addr]; {
-	case !ok:
+	switch u := n.slot(addr).set; {
+	case !u.tracked:
 		return 0, false
 	case u.users == nil:
 		return 1, u.full
