@@ -23,6 +23,12 @@ func TestSourceEntry(t *testing.T) {
 		{&Source{Kind: SourceHeader, Header: ":path"}, Request{Path: "/v1/orders?x=1"}, "/v1/orders?x=1", true},
 		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{Claims: map[string]string{"plan": "pro"}}, "pro", true},
 		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{}, "", false},
+		// A claim list takes precedence over the map, its last pair with a name counting.
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{ClaimList: []Claim{{"plan", "free"}, {"sub", "u"}, {"plan", "pro"}}}, "pro", true},
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{Claims: map[string]string{"plan": "map"}, ClaimList: []Claim{{"plan", "list"}}}, "list", true},
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{Claims: map[string]string{"plan": "map"}, ClaimList: []Claim{{"sub", "u"}}}, "map", true},
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{ClaimList: []Claim{{"plan", ""}}}, "", false},
+		{identity, Request{ClaimList: []Claim{{"sub", "u2"}}, Headers: map[string]string{"x-api-key": "k"}}, "jwt_subject:u2", true},
 		{&Source{Kind: SourceRemoteAddress, Mask: MaskNone}, Request{RemoteAddr: "203.0.113.77"}, "203.0.113.77", true},
 		{&Source{Kind: SourceRemoteAddress, Mask: MaskNone}, Request{RemoteAddr: "203.0.113.77:5555"}, "203.0.113.77", true},
 		{&Source{Kind: SourceRemoteAddress, Mask: MaskSubnet}, Request{RemoteAddr: "203.0.113.77"}, "203.0.113.0/24", true},

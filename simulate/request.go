@@ -46,8 +46,8 @@ func tokenKeyOf(payload string) tokenKey {
 
 // token is a decoded JWT payload.
 type token struct {
-	claims map[string]string
-	user   string // "sub:" + the subject, the shared-NAT check's user; "" without one
+	claims []policy.Claim // as policy.Request.ClaimList holds them; nil when undecodable
+	user   string         // "sub:" + the subject, the shared-NAT check's user; "" without one
 }
 
 // maxCachedTokens is the size of a generation of requestBuilder.tokens.
@@ -82,7 +82,7 @@ func (b *requestBuilder) build(rec *accesslog.Record) (policy.Request, *token) {
 	var tok *token
 	if auth, _ := lastHeader(b.headers, "authorization"); auth != "" {
 		tok = b.tokenOf(auth)
-		req.Claims = tok.claims
+		req.ClaimList = tok.claims
 	}
 	return req, tok
 }
@@ -111,7 +111,7 @@ func (b *requestBuilder) tokenOf(auth string) *token {
 	t, ok := b.older[k]
 	if !ok {
 		t = &token{claims: decodePayload(payload)}
-		if sub := t.claims["sub"]; sub != "" {
+		if sub := lastClaim(t.claims, "sub"); sub != "" {
 			t.user = "sub:" + sub
 		}
 	}
@@ -131,7 +131,30 @@ func DecodeClaims(auth string) map[string]string {
 	if !ok {
 		return nil
 	}
-	return decodePayload(payload)
+	return claimMap(decodePayload(payload))
+}
+
+// claimMap puts claims into a map, in order: of several with one name the last counts. It
+// returns nil for nil claims (no decodable payload).
+func claimMap(claims []policy.Claim) map[string]string {
+	if claims == nil {
+		return nil
+	}
+	m := make(map[string]string, len(claims))
+	for _, c := range claims {
+		m[c.Name] = c.Value
+	}
+	return m
+}
+
+// lastClaim is the value of the last claim named name, or "".
+func lastClaim(claims []policy.Claim, name string) string {
+	for i := len(claims) - 1; i >= 0; i-- {
+		if claims[i].Name == name {
+			return claims[i].Value
+		}
+	}
+	return ""
 }
 
 // jwtPayload returns the payload segment of the JWT in an Authorization header value, if the
@@ -152,8 +175,9 @@ func jwtPayload(auth string) (string, bool) {
 	return payload, true
 }
 
-// decodePayload decodes a JWT payload segment into its claims (DecodeClaims).
-func decodePayload(payload string) map[string]string {
+// decodePayload decodes a JWT payload segment into its claims (DecodeClaims), or returns nil
+// when it is not a JSON object. A payload without claims decodes to an empty, non-nil list.
+func decodePayload(payload string) []policy.Claim {
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(payload, "="))
 	if err != nil {
 		return nil
@@ -165,10 +189,10 @@ func decodePayload(payload string) map[string]string {
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return nil
 	}
-	claims := make(map[string]string, len(fields))
+	claims := make([]policy.Claim, 0, len(fields))
 	for k, v := range fields {
 		if s, ok := claimString(v); ok {
-			claims[k] = s
+			claims = append(claims, policy.Claim{Name: k, Value: s})
 		}
 	}
 	return claims
@@ -227,8 +251,8 @@ func isNumberText(v []byte) bool {
 // It gives up (false) on anything outside that subset, leaving it to json.Unmarshal: nested
 // values, strings with escapes or bytes outside printable ASCII, and malformed JSON. What it
 // accepts is valid JSON, decoded as decodePayload's slow path would.
-func flatClaims(raw []byte) (map[string]string, bool) {
-	claims := make(map[string]string, 8)
+func flatClaims(raw []byte) ([]policy.Claim, bool) {
+	claims := make([]policy.Claim, 0, 4)
 	i := skipJSONSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil, false
@@ -271,7 +295,7 @@ func flatClaims(raw []byte) (map[string]string, bool) {
 		default:
 			return nil, false
 		}
-		claims[key] = v
+		claims = append(claims, policy.Claim{Name: key, Value: v})
 		i = skipJSONSpace(raw, i)
 		if i >= len(raw) {
 			return nil, false

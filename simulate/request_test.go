@@ -45,7 +45,7 @@ var claimsSeeds = []string{
 // The fast path of decodePayload must agree with the reference on every payload.
 func TestDecodePayload(t *testing.T) {
 	for _, raw := range claimsSeeds {
-		got := decodePayload(b64(raw))
+		got := claimMap(decodePayload(b64(raw)))
 		if want := referenceClaims([]byte(raw)); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
 			t.Errorf("decodePayload(%s): got %v, want %v", raw, got, want)
 		}
@@ -57,7 +57,7 @@ func FuzzDecodePayload(f *testing.F) {
 		f.Add(raw)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		got := decodePayload(b64(raw))
+		got := claimMap(decodePayload(b64(raw)))
 		if want := referenceClaims([]byte(raw)); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
 			t.Errorf("decodePayload(%q): got %v, want %v", raw, got, want)
 		}
