@@ -142,13 +142,22 @@ func (req *Request) header(name string) (string, bool) {
 
 // claim returns a claim of the request's JWT, from ClaimList or else Claims.
 func (req *Request) claim(name string) (string, bool) {
-	for i := len(req.ClaimList) - 1; i >= 0; i-- {
-		if c := &req.ClaimList[i]; c.Name == name {
-			return c.Value, true
-		}
+	if v, ok := LastClaim(req.ClaimList, name); ok {
+		return v, true
 	}
 	v, ok := req.Claims[name]
 	return v, ok
+}
+
+// LastClaim returns the value of the last claim named name in claims, as Request.ClaimList
+// reads them.
+func LastClaim(claims []Claim, name string) (string, bool) {
+	for i := len(claims) - 1; i >= 0; i-- {
+		if c := &claims[i]; c.Name == name {
+			return c.Value, true
+		}
+	}
+	return "", false
 }
 
 // listed finds a header in HeaderList, the last pair of a name first.

@@ -157,8 +157,8 @@ func TestKeyTableGrowsAndShrinks(t *testing.T) {
 	}
 	tab.prune(func(*keyState) bool { return true })
 	check(func(int) bool { return false })
-	if len(tab.slots) != minKeySlots {
-		t.Errorf("empty: %d slots, want %d", len(tab.slots), minKeySlots)
+	if len(tab.slots) != minSlots {
+		t.Errorf("empty: %d slots, want %d", len(tab.slots), minSlots)
 	}
 }
 
@@ -219,8 +219,8 @@ func TestNATTrackerGrows(t *testing.T) {
 			}
 		}
 	}
-	if n.n != addrs-(addrs+6)/7 || len(n.slots) <= minKeySlots {
-		t.Fatalf("%d addresses in %d slots, want %d in more than %d", n.n, len(n.slots), addrs-(addrs+6)/7, minKeySlots)
+	if n.n != addrs-(addrs+6)/7 || len(n.slots) <= minSlots {
+		t.Fatalf("%d addresses in %d slots, want %d in more than %d", n.n, len(n.slots), addrs-(addrs+6)/7, minSlots)
 	}
 	for i := range addrs {
 		want := min(i%7, 5)

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"hash/maphash"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 )
@@ -41,7 +40,8 @@ type requestBuilder struct {
 type tokenKey [2]uint64
 
 func tokenKeyOf(payload string) tokenKey {
-	return tokenKey{xxhash.Sum64String(payload), maphash.String(keyIDSeed, payload)}
+	b := unsafe.Slice(unsafe.StringData(payload), len(payload)) // read only
+	return tokenKey{keyHash(b), keyID(b)}
 }
 
 // token is a decoded JWT payload.
@@ -111,7 +111,7 @@ func (b *requestBuilder) tokenOf(auth string) *token {
 	t, ok := b.older[k]
 	if !ok {
 		t = &token{claims: decodePayload(payload)}
-		if sub := lastClaim(t.claims, "sub"); sub != "" {
+		if sub, _ := policy.LastClaim(t.claims, "sub"); sub != "" {
 			t.user = "sub:" + sub
 		}
 	}
@@ -145,16 +145,6 @@ func claimMap(claims []policy.Claim) map[string]string {
 		m[c.Name] = c.Value
 	}
 	return m
-}
-
-// lastClaim is the value of the last claim named name, or "".
-func lastClaim(claims []policy.Claim, name string) string {
-	for i := len(claims) - 1; i >= 0; i-- {
-		if claims[i].Name == name {
-			return claims[i].Value
-		}
-	}
-	return ""
 }
 
 // jwtPayload returns the payload segment of the JWT in an Authorization header value, if the

@@ -104,10 +104,10 @@ type keySlot struct {
 	ks *keyState
 }
 
-// minKeySlots is the size of an empty key table.
-const minKeySlots = 64
+// minSlots is the size of an empty open-addressing table: a keyTable or a natTracker.
+const minSlots = 64
 
-func newKeyTable() keyTable { return keyTable{slots: make([]keySlot, minKeySlots)} }
+func newKeyTable() keyTable { return keyTable{slots: make([]keySlot, minSlots)} }
 
 // get returns the state of the key with hash h and keyID id, or nil.
 func (t *keyTable) get(h, id uint64) *keyState {
@@ -187,7 +187,7 @@ func (t *keyTable) prune(drop func(*keyState) bool) {
 		return
 	}
 	size := len(t.slots)
-	for size > minKeySlots && 4*n <= size {
+	for size > minSlots && 4*n <= size {
 		size /= 2
 	}
 	t.n = n
@@ -342,7 +342,7 @@ type natSlot struct {
 }
 
 func newNATTracker(cap, limit int) natTracker {
-	return natTracker{cap: cap, limit: limit, slots: make([]natSlot, minKeySlots)}
+	return natTracker{cap: cap, limit: limit, slots: make([]natSlot, minSlots)}
 }
 
 // slot returns the slot of the address whose addrHash is addr, or the empty slot where it
