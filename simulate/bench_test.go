@@ -90,7 +90,7 @@ func writeBenchFile(path string, format traffic.Format, gz bool) error {
 
 // BenchmarkReplay1M replays a generated 1,000,000-line log end to end (read, parse,
 // descriptors, 4 gateways with leasing, the ideal engine, the report) and reports lines/s,
-// with the garbage collector set as rlctl simulate sets it (TuneGC), on every core
+// with the garbage collector set as rlctl simulate sets it (TuneMemory), on every core
 // GOMAXPROCS gives it (-cpu 1,2 shows the scaling). Each shape of log is a sub-benchmark:
 // Envoy JSON as gen-logs writes it, Istio's default JSON access log, and the Envoy log
 // gzip-compressed. It also times `wc -l` on the same file (`zcat | wc -l` for gzip) as the
@@ -109,7 +109,7 @@ func BenchmarkReplay1M(b *testing.B) {
 			path := benchFile(b, c.format, c.gz)
 			wcRate := wcLines(path, c.gz)
 			lat, _ := ParseLatency("1ms", 1)
-			defer TuneGC()() // as rlctl simulate runs it
+			defer TuneMemory()() // as rlctl simulate runs it
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				f, err := os.Open(path)

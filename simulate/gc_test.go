@@ -7,11 +7,12 @@ import (
 	"testing"
 )
 
-// TuneGC sets the collector's percentage and, unless the user set a memory limit, a soft limit
-// of at least gcMinLimit; its restore function puts the previous settings back.
-func TestTuneGC(t *testing.T) {
+// TuneMemory sets the collector's percentage and, unless the user set a memory limit, a soft
+// limit of at least gcMinLimit; its restore function puts the previous settings back.
+func TestTuneMemory(t *testing.T) {
 	if gogc, set := os.LookupEnv("GOGC"); set {
-		// TuneGC leaves the collector alone (TestTuneGCKeepsGOGC); restored after the test.
+		// TuneMemory leaves the collector alone (TestTuneMemoryKeepsGOGC); restored after the
+		// test.
 		os.Unsetenv("GOGC")
 		defer os.Setenv("GOGC", gogc)
 	}
@@ -30,7 +31,7 @@ func TestTuneGC(t *testing.T) {
 		{"user limit kept", 100 << 20, 100 << 20, 100 << 20},
 	} {
 		debug.SetMemoryLimit(tt.userLimit)
-		restore := TuneGC()
+		restore := TuneMemory()
 		percent := debug.SetGCPercent(gcPercent)
 		limit := debug.SetMemoryLimit(-1)
 		restore()
@@ -43,15 +44,15 @@ func TestTuneGC(t *testing.T) {
 	}
 }
 
-// With GOGC set, TuneGC changes neither the percentage nor the memory limit.
-func TestTuneGCKeepsGOGC(t *testing.T) {
+// With GOGC set, TuneMemory changes neither the percentage nor the memory limit.
+func TestTuneMemoryKeepsGOGC(t *testing.T) {
 	t.Setenv("GOGC", "150")
 	prevPercent := debug.SetGCPercent(150)
 	defer debug.SetGCPercent(prevPercent)
 	prevLimit := debug.SetMemoryLimit(math.MaxInt64)
 	defer debug.SetMemoryLimit(prevLimit)
 
-	restore := TuneGC()
+	restore := TuneMemory()
 	percent, limit := debug.SetGCPercent(150), debug.SetMemoryLimit(-1)
 	restore()
 	if percent != 150 || limit != math.MaxInt64 {

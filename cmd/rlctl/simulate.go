@@ -211,7 +211,7 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 		return usageErrorf("simulate: %w", err)
 	}
 	defer closeAll()
-	defer simulate.TuneGC()()
+	defer simulate.TuneMemory()()
 	stop := startProgress(cmd.ErrOrStderr(), total)
 	r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
 		Sim: simulate.Config{Model: model, Domain: sf.domain, Gateways: sf.gateways, Assign: ls.assign,

@@ -1,0 +1,54 @@
+package simulate
+
+import (
+	"os"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"unsafe"
+)
+
+// hugePage is the size of a transparent huge page on x86-64, and on arm64 with 4 KB pages.
+const hugePage = 2 << 20
+
+// adviseHugePages asks Linux to back the next n bytes of the Go heap with transparent huge
+// pages, and returns the address range it advised (both 0 when it advised none).
+//
+// A replay's heap is mostly fresh memory: its live keys grow to a few hundred megabytes and
+// are seldom collected, so nearly every 4 KB page of it is faulted in once, and on a virtual
+// machine a fault costs microseconds (about 10 µs on the machines of docs/performance.md, a
+// tenth of a replay's CPU). Its key states are also read in random order, which small pages
+// make a TLB miss each. Go no longer asks for huge pages itself, and where the system setting
+// is "madvise" (/sys/kernel/mm/transparent_hugepage/enabled, a common default) memory gets
+// them only when asked. So this allocates one block of n bytes, which the runtime maps fresh
+// and does not touch, advises it (MADV_HUGEPAGE marks the mapping, not pages), and frees it:
+// the runtime then carves the replay's objects out of the same advised memory, 2 MB a fault.
+// Nothing is touched here, so the advice costs no resident memory until the replay uses it.
+//
+// It advises nothing when GODEBUG has disablethp=1, Go's own switch to keep huge pages off the
+// heap, or when the system charges every mapping against a commit limit (vm.overcommit_memory
+// 2), where an untouched block could still fail the allocation, which Go cannot recover from.
+// The system settings "never" (no huge pages) and "always" (every mapping gets them) make the
+// advice moot, not harmful.
+func adviseHugePages(n int) (start, end uintptr) {
+	if n < hugePage || strings.Contains(os.Getenv("GODEBUG"), "disablethp=1") || strictOvercommit() {
+		return 0, 0
+	}
+	block := make([]byte, n)
+	// A large object's span starts on a page boundary and spans whole pages, as madvise needs.
+	if err := syscall.Madvise(block, syscall.MADV_HUGEPAGE); err != nil {
+		return 0, 0
+	}
+	start = uintptr(unsafe.Pointer(unsafe.SliceData(block)))
+	// block is not used past here: this collects it and hands its pages back to the system,
+	// untouched, so that they count against no memory limit until the replay's objects use them.
+	debug.FreeOSMemory()
+	return start, start + uintptr(n)
+}
+
+// strictOvercommit reports whether the system refuses memory beyond its commit limit
+// (vm.overcommit_memory 2) rather than when it is touched.
+func strictOvercommit() bool {
+	b, err := os.ReadFile("/proc/sys/vm/overcommit_memory")
+	return err == nil && strings.TrimSpace(string(b)) == "2"
+}
