@@ -20,10 +20,10 @@ const hugePage = 2 << 20
 // tenth of a replay's CPU). Its key states are also read in random order, which small pages
 // make a TLB miss each. Go no longer asks for huge pages itself, and where the system setting
 // is "madvise" (/sys/kernel/mm/transparent_hugepage/enabled, a common default) memory gets
-// them only when asked. So this allocates one block of n bytes, which the runtime maps fresh
-// and does not touch, advises it (MADV_HUGEPAGE marks the mapping, not pages), and frees it:
-// the runtime then carves the replay's objects out of the same advised memory, 2 MB a fault.
-// Nothing is touched here, so the advice costs no resident memory until the replay uses it.
+// them only when asked. So this allocates one block of n bytes without touching it (hugeBlock),
+// advises it (MADV_HUGEPAGE marks the mapping, not pages) and frees it: the runtime then carves
+// the replay's objects out of the same advised memory, 2 MB a fault. As nothing is touched,
+// the advice costs no resident memory until the replay uses it.
 //
 // It advises nothing when GODEBUG has disablethp=1, Go's own switch to keep huge pages off the
 // heap, or when the system charges every mapping against a commit limit (vm.overcommit_memory
@@ -34,9 +34,8 @@ func adviseHugePages(n int) (start, end uintptr) {
 	if n < hugePage || strings.Contains(os.Getenv("GODEBUG"), "disablethp=1") || strictOvercommit() {
 		return 0, 0
 	}
-	block := make([]byte, n)
-	// A large object's span starts on a page boundary and spans whole pages, as madvise needs.
-	if err := syscall.Madvise(block, syscall.MADV_HUGEPAGE); err != nil {
+	block, err := hugeBlock(n)
+	if err != nil {
 		return 0, 0
 	}
 	start = uintptr(unsafe.Pointer(unsafe.SliceData(block)))
@@ -44,6 +43,22 @@ func adviseHugePages(n int) (start, end uintptr) {
 	// untouched, so that they count against no memory limit until the replay's objects use them.
 	debug.FreeOSMemory()
 	return start, start + uintptr(n)
+}
+
+// hugeBlock allocates n bytes of the heap without touching them (but the first byte) and
+// advises them for huge pages.
+//
+// A make would clear the block whenever any of it was heap memory used before, faulting in
+// every page (a gigabyte took 2 s of CPU), and the runtime cannot be told not to. A
+// strings.Builder grows its buffer without clearing it, so its Grow allocates the block, and
+// one byte written gives its address.
+func hugeBlock(n int) ([]byte, error) {
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte(0)
+	block := unsafe.Slice(unsafe.StringData(b.String()), n)
+	// A large object's span starts on a page boundary and spans whole pages, as madvise needs.
+	return block, syscall.Madvise(block, syscall.MADV_HUGEPAGE)
 }
 
 // strictOvercommit reports whether the system refuses memory beyond its commit limit
