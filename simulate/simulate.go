@@ -141,6 +141,12 @@ func New(cfg Config) (*Simulator, error) {
 		if err != nil {
 			return nil, err
 		}
+		if len(s.domains) == maxDomains {
+			return nil, fmt.Errorf("more than %d domains: replay them in parts (--domain)", maxDomains)
+		}
+		if len(ds.shapes) > maxShapes {
+			return nil, fmt.Errorf("domain %s: %d descriptor shapes, at most %d", d.Name, len(ds.shapes), maxShapes)
+		}
 		s.domains = append(s.domains, ds)
 		for _, r := range d.Rules {
 			rs := ds.rules[r]
@@ -344,6 +350,13 @@ type prepared struct {
 	sample int
 }
 
+// maxDomains and maxShapes bound the domains a replay runs and the descriptor shapes (distinct
+// lists of descriptor keys) of one domain, so that a hit names them in 16 bits.
+const (
+	maxDomains = 1 << 16
+	maxShapes  = 1 << 16
+)
+
 // hit is one rule a record selects with a descriptor of the rule's own shape. It is packed
 // into 56 bytes, so that a record's hits take few cache lines for the parsing goroutine to
 // write and the shard workers and merge to read.
@@ -351,13 +364,11 @@ type hit struct {
 	rs       *ruleSim
 	hash, id uint64    // the store key's keyHash and keyID
 	ks       *keyState // the key's state, set by shard.decide
-	domain   int32
-	shape    int32 // the descriptor's shape, in its domain's shapes
-	// keyAt and keyEnd are the store key, in prepared.keys. A record's keys are its values,
-	// escaped, once per hit, and a line is at most 1 MiB, so they stay within int32 unless
-	// hundreds of rules each key on a value near that size.
-	keyAt, keyEnd int32
-	shard         uint8 // shardOf(hash)
+	// keyAt and keyEnd are the store key, in prepared.keys.
+	keyAt, keyEnd int
+	domain        uint16 // at most maxDomains (New)
+	shape         uint16 // the descriptor's shape, in its domain's shapes: at most maxShapes
+	shard         uint8  // shardOf(hash)
 	// The outcome, set by shard.decide: the rule would deny the request, rejects it given its
 	// stage on the gateway, a value of the request is marked legitimate.
 	would, denied, legit bool
@@ -431,8 +442,8 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder) {
 			p.keys = rs.plan.AppendKey(p.keys, entries)
 			key := p.keys[at:]
 			h := keyHash(key)
-			p.hits = append(p.hits, hit{rs: rs, hash: h, id: keyID(key), domain: int32(di), shape: int32(si),
-				keyAt: int32(at), keyEnd: int32(len(p.keys)), shard: uint8(shardOf(h))})
+			p.hits = append(p.hits, hit{rs: rs, hash: h, id: keyID(key), keyAt: at, keyEnd: len(p.keys),
+				domain: uint16(di), shape: uint16(si), shard: uint8(shardOf(h))})
 		}
 	}
 }

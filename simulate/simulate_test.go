@@ -420,3 +420,35 @@ func TestGatewaysBound(t *testing.T) {
 		t.Errorf("%d gateways: got no error", MaxGateways+1)
 	}
 }
+
+// New refuses more domains, or more descriptor shapes in a domain, than a hit can name.
+func TestNewBoundsDomainsAndShapes(t *testing.T) {
+	m := &policy.Model{}
+	for i := range maxDomains + 1 {
+		m.Domains = append(m.Domains, &policy.Domain{Name: fmt.Sprintf("d%d", i)})
+	}
+	if _, err := New(Config{Model: m}); err == nil || !strings.Contains(err.Error(), "more than 65536 domains") {
+		t.Errorf("New with %d domains: %v; want an error", len(m.Domains), err)
+	}
+
+	// 17 sources have 2^17-1 non-empty subsets, each a shape of its own.
+	d := &policy.Domain{Name: "wide"}
+	for i := range 17 {
+		d.Sources = append(d.Sources, &policy.Source{Key: fmt.Sprintf("k%d", i), Kind: policy.SourceHeader, Header: fmt.Sprintf("x-k%d", i)})
+	}
+	for set := 1; len(d.Rules) <= maxShapes; set++ {
+		var match []policy.Match
+		for i := range 17 {
+			if set&(1<<i) != 0 {
+				match = append(match, policy.Match{Key: d.Sources[i].Key, Kind: policy.MatchAny})
+			}
+		}
+		d.Rules = append(d.Rules, &policy.Rule{Name: fmt.Sprintf("r%d", set), Match: match, Stage: policy.Stage{Name: policy.StageEnforce},
+			Limits: []policy.Limit{{Requests: 1, WindowMs: 1000, Algorithm: policy.TokenBucket, Cost: 1}},
+			Lease:  policyfixture.Lease(policyfixture.Bounds(1, 5))})
+	}
+	_, err := New(Config{Model: &policy.Model{Domains: []*policy.Domain{d}}})
+	if err == nil || !strings.Contains(err.Error(), "65537 descriptor shapes, at most 65536") {
+		t.Errorf("New with %d shapes in a domain: %v; want an error", len(d.Rules), err)
+	}
+}
