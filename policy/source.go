@@ -165,16 +165,18 @@ func (req *Request) listed(name string) (string, bool) {
 	if len(req.HeaderList) == 0 {
 		return "", false
 	}
-	if v, ok := findHeader(req.HeaderList, name); ok {
+	if v, ok := LastHeader(req.HeaderList, name); ok {
 		return v, true
 	}
 	if lower := strings.ToLower(name); lower != name {
-		return findHeader(req.HeaderList, lower)
+		return LastHeader(req.HeaderList, lower)
 	}
 	return "", false
 }
 
-func findHeader(hs []Header, name string) (string, bool) {
+// LastHeader returns the value of the last header named name in hs, as Request.HeaderList
+// reads them. Names are compared as they are: HeaderList's are lower case.
+func LastHeader(hs []Header, name string) (string, bool) {
 	for i := len(hs) - 1; i >= 0; i-- {
 		if hs[i].Name == name {
 			return hs[i].Value, true

@@ -80,21 +80,11 @@ func (b *requestBuilder) build(rec *accesslog.Record) (policy.Request, *token) {
 	}
 	req := policy.Request{HeaderList: b.headers, RemoteAddr: rec.ClientIP(), Path: rec.Path}
 	var tok *token
-	if auth, _ := lastHeader(b.headers, "authorization"); auth != "" {
+	if auth, _ := policy.LastHeader(b.headers, "authorization"); auth != "" {
 		tok = b.tokenOf(auth)
 		req.ClaimList = tok.claims
 	}
 	return req, tok
-}
-
-// lastHeader is the value of the last header named name.
-func lastHeader(hs []policy.Header, name string) (string, bool) {
-	for i := len(hs) - 1; i >= 0; i-- {
-		if hs[i].Name == name {
-			return hs[i].Value, true
-		}
-	}
-	return "", false
 }
 
 // tokenOf decodes the JWT in an Authorization header value. Tokens are cached by their payload

@@ -387,9 +387,9 @@ func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Reco
 	}
 	p.values, p.oks = req.AppendValuesIn(p.values[:0], p.oks[:0], s.sources, arena)
 	if user == "" {
-		fp, _ := lastHeader(req.HeaderList, "x-ja4")
+		fp, _ := policy.LastHeader(req.HeaderList, "x-ja4")
 		if fp == "" {
-			fp, _ = lastHeader(req.HeaderList, "x-ja3")
+			fp, _ = policy.LastHeader(req.HeaderList, "x-ja3")
 		}
 		if fp != "" {
 			rb.user = append(append(rb.user[:0], "fp:"...), fp...)
