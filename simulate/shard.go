@@ -62,6 +62,10 @@ type shard struct {
 	// lastBucket is the bucket of the last record once finish has begun, -1 before: the store
 	// replies finish lands after it count in it, so that every series ends with the log.
 	lastBucket int
+	// inBucket is the bucket the shard's time was last found in, and inBucketEndUs the first
+	// microsecond past it (bucket): time only moves forward, so most calls need no division.
+	inBucket      int
+	inBucketEndUs int64
 
 	rules []shardRule // by ruleSim.index
 	// storeErr is the first error of the virtual store, which never fails but for a bug: a
@@ -132,9 +136,18 @@ func (sh *shard) manager(r, g int) *engine.LeaseManager {
 	return sr.gateway[g]
 }
 
-// bucket is the series index of the shard's virtual time.
+// bucket is the series index of the shard's virtual time. Every decision and store reply
+// asks for it, mostly within the bucket of the last call, so that bucket is kept with its end
+// (widen forgets it) and the divisions run only when the time has passed it.
 func (sh *shard) bucket() int {
-	b := int((sh.nowUs/1000 - sh.sim.startMs) / sh.bucketMs)
+	b := sh.inBucket
+	if sh.nowUs >= sh.inBucketEndUs {
+		ms := sh.nowUs/1000 - sh.sim.startMs
+		b = int(ms / sh.bucketMs)
+		if ms >= 0 { // the division truncates a negative ms toward 0: not kept
+			sh.inBucket, sh.inBucketEndUs = b, (sh.sim.startMs+int64(b+1)*sh.bucketMs)*1000
+		}
+	}
 	if sh.lastBucket >= 0 {
 		return min(b, sh.lastBucket)
 	}
@@ -158,6 +171,7 @@ func (sh *shard) advance(ms int64) {
 // widen doubles the width of the shard's time buckets.
 func (sh *shard) widen() {
 	sh.bucketMs *= 2
+	sh.inBucketEndUs = 0 // the bucket is found again
 	for i := range sh.rules {
 		sh.rules[i].stats.halve()
 	}

@@ -452,3 +452,34 @@ func TestNewBoundsDomainsAndShapes(t *testing.T) {
 		t.Errorf("New with %d shapes in a domain: %v; want an error", len(d.Rules), err)
 	}
 }
+
+// A shard's bucket, which it keeps between calls, is the one the time divides into, as time
+// moves forward in steps small and large, across widenings and once finish caps it.
+func TestShardBucketFollowsTime(t *testing.T) {
+	s, err := New(Config{Model: testModel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.startMs = 1_714_564_800_000
+	sh := s.shards[0]
+	want := func() int {
+		b := int((sh.nowUs/1000 - s.startMs) / sh.bucketMs)
+		if sh.lastBucket >= 0 {
+			return min(b, sh.lastBucket)
+		}
+		return b
+	}
+	sh.nowUs = s.startMs * 1000
+	for i, step := range []int64{0, 1, 999, 999_000, 1, 1_000, 3_500_000, 7, 60_000_000, 1} {
+		sh.nowUs += step
+		if i == 5 || i == 8 {
+			sh.widen()
+		}
+		if i == 9 {
+			sh.lastBucket = 3
+		}
+		if got, w := sh.bucket(), want(); got != w {
+			t.Errorf("step %d, %d µs in, %d ms buckets: bucket %d, want %d", i, sh.nowUs-s.startMs*1000, sh.bucketMs, got, w)
+		}
+	}
+}
