@@ -43,6 +43,9 @@ func clamp(v, lo, hi int64) int64 {
 type exact struct {
 	Limit
 	capacity, tu, rate int64
+	// fill is refillMs: the token bucket's time to fill from empty, ⌈capacity·tu/rate⌉, or
+	// one window. advance and ttl use it on every take, so it too is worked out once.
+	fill int64
 }
 
 // windowOf is the start of the window of l (a fixed or sliding window) that
@@ -52,9 +55,10 @@ func (l Limit) windowOf(t int64) int64 { return t - t%l.Window }
 
 // exact works out l's exact scheme. It assumes Requests, Window ≥ 1.
 func (l Limit) exact() exact {
-	x := exact{Limit: l, capacity: l.Capacity()}
+	x := exact{Limit: l, capacity: l.Capacity(), fill: l.Window}
 	if l.Algorithm == TokenBucket {
 		x.tu, x.rate = l.units()
+		x.fill = ceilDiv(x.capacity*x.tu, x.rate)
 	}
 	return x
 }
@@ -94,7 +98,7 @@ func (l *exact) advance(s *slot, now int64) {
 		}
 		// Clamp elapsed time to the time to fill before multiplying, so years
 		// of idleness cannot leave the exact range.
-		elapsed := min(now-s.ts, ceilDiv(capU, l.rate))
+		elapsed := min(now-s.ts, l.fill)
 		s.tok = min(capU, s.tok+elapsed*l.rate)
 		s.ts = now
 	case SlidingWindow, FixedWindow:

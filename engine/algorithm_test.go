@@ -266,3 +266,25 @@ func TestParseAlgorithm(t *testing.T) {
 		t.Error(`ParseAlgorithm("leaky_bucket"): no error`)
 	}
 }
+
+// An exact scheme's fill, worked out once, is the token bucket's time to fill from empty
+// (⌈capacity·tu/rate⌉) or the window, as advance and ttl used to work it out on every take.
+func TestExactFill(t *testing.T) {
+	for _, l := range []Limit{
+		{Requests: 100, Window: 60_000, Algorithm: TokenBucket},
+		{Requests: 7, Window: 1000, Burst: 25, Algorithm: TokenBucket},
+		{Requests: 3, Window: 10, Burst: 1, Algorithm: TokenBucket},
+		{Requests: 10_000, Window: 86_400_000, Algorithm: FixedWindow},
+		{Requests: 600, Window: 60_000, Algorithm: SlidingWindow},
+	} {
+		x := l.exact()
+		want := l.Window
+		if l.Algorithm == TokenBucket {
+			tu, rate := l.units()
+			want = (l.Capacity()*tu + rate - 1) / rate
+		}
+		if x.fill != want || x.refillMs() != want {
+			t.Errorf("%+v: fill %d, refillMs %d; want %d", l, x.fill, x.refillMs(), want)
+		}
+	}
+}

@@ -147,12 +147,7 @@ func (l Limit) RefillMs() int64 {
 	return x.refillMs()
 }
 
-func (x *exact) refillMs() int64 {
-	if x.Algorithm != TokenBucket {
-		return x.Window
-	}
-	return ceilDiv(x.capacity*x.tu, x.rate)
-}
+func (x *exact) refillMs() int64 { return x.fill }
 
 // MinTTL is the shortest time a store keeps a key's state after its last use.
 // It keeps state of very short limits alive long enough that a key never
