@@ -17,7 +17,8 @@
 # Usage: scripts/ab-simulate.sh OLD [NEW]     (from anywhere in the checkout)
 #   OLD, NEW  revisions (a commit, a branch, HEAD~1); without NEW, the working tree as it is
 # Environment:
-#   PAIRS=8        alternating pairs of runs
+#   PAIRS=8        alternating pairs of runs; 8 show a change of 5 % or more, but a smaller one
+#                  can read 7 of 8 in one set and 3 of 8 in the next: confirm it with PAIRS=16
 #   LINES=1000000  lines of the Envoy JSON log, reused from out/bench/ (bench-simulate.sh's) when
 #                  there, else generated into a temporary directory
 #   ARGS=          more flags for both replays, e.g. ARGS='--gateways 7 --store-latency uniform:0-5ms'
