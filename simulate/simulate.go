@@ -145,7 +145,11 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, fmt.Errorf("more than %d domains: replay them in parts (--domain)", maxDomains)
 		}
 		if len(ds.shapes) > maxShapes {
-			return nil, fmt.Errorf("domain %s: %d descriptor shapes, at most %d", d.Name, len(ds.shapes), maxShapes)
+			at := d.Name
+			if pos := d.Pos.String(); pos != "" {
+				at += " (" + pos + ")"
+			}
+			return nil, fmt.Errorf("domain %s: %d descriptor shapes, at most %d", at, len(ds.shapes), maxShapes)
 		}
 		s.domains = append(s.domains, ds)
 		for _, r := range d.Rules {

@@ -432,7 +432,7 @@ func TestNewBoundsDomainsAndShapes(t *testing.T) {
 	}
 
 	// 17 sources have 2^17-1 non-empty subsets, each a shape of its own.
-	d := &policy.Domain{Name: "wide"}
+	d := &policy.Domain{Name: "wide", Pos: policy.Pos{File: "policies/wide.cue", Line: 3}}
 	for i := range 17 {
 		d.Sources = append(d.Sources, &policy.Source{Key: fmt.Sprintf("k%d", i), Kind: policy.SourceHeader, Header: fmt.Sprintf("x-k%d", i)})
 	}
@@ -448,7 +448,8 @@ func TestNewBoundsDomainsAndShapes(t *testing.T) {
 			Lease:  policyfixture.Lease(policyfixture.Bounds(1, 5))})
 	}
 	_, err := New(Config{Model: &policy.Model{Domains: []*policy.Domain{d}}})
-	if err == nil || !strings.Contains(err.Error(), "65537 descriptor shapes, at most 65536") {
+	if err == nil || !strings.Contains(err.Error(), "65537 descriptor shapes, at most 65536") ||
+		!strings.Contains(err.Error(), "policies/wide.cue:3") {
 		t.Errorf("New with %d shapes in a domain: %v; want an error", len(d.Rules), err)
 	}
 }
