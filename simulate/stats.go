@@ -107,6 +107,11 @@ type keySlot struct {
 // minSlots is the size of an empty open-addressing table: a keyTable or a natTracker.
 const minSlots = 64
 
+// crowded reports whether an open-addressing table of size slots would be more than three
+// quarters full with n entries, and must grow before it takes them: a probe then soon meets an
+// empty slot.
+func crowded(n, size int) bool { return 4*n > 3*size }
+
 func newKeyTable() keyTable { return keyTable{slots: make([]keySlot, minSlots)} }
 
 // get returns the state of the key with hash h and keyID id, or nil.
@@ -125,7 +130,7 @@ func (t *keyTable) get(h, id uint64) *keyState {
 
 // add adds ks, whose key hashes to h and is not in the table.
 func (t *keyTable) add(h uint64, ks *keyState) {
-	if 4*(t.n+1) > 3*len(t.slots) {
+	if crowded(t.n+1, len(t.slots)) {
 		t.resize(2 * len(t.slots))
 	}
 	t.put(h, ks)
@@ -364,7 +369,7 @@ func (n *natTracker) seeHash(addr, user uint64) {
 			n.untracked++
 			return
 		}
-		if 4*(n.n+1) > 3*len(n.slots) {
+		if crowded(n.n+1, len(n.slots)) {
 			n.grow()
 			s = n.slot(addr)
 		}
