@@ -25,6 +25,7 @@ type matcher struct {
 // an exact key and value, then wildcards in declared order, then key only.
 type node struct {
 	rule *Rule
+	at   int // rule's index in the domain's Rules
 	// exact holds the exact children by key, each key's by value: an entry of another key
 	// hashes nothing, and one of a key here hashes only its value.
 	exact     []exactChildren
@@ -65,22 +66,33 @@ func (d *Domain) Compile() {
 //
 // Lookup does not allocate. It is safe for concurrent use once Rules no longer change.
 func (d *Domain) Lookup(entries []Entry) (*Rule, bool) {
+	i, ok := d.LookupIndex(entries)
+	if !ok {
+		return nil, false
+	}
+	return d.Rules[i], true
+}
+
+// LookupIndex is Lookup, returning the selected rule's index in d.Rules: a caller that keeps
+// state per rule indexes a slice with it rather than a map with the rule. d.Rules must not change
+// once the tree is built.
+func (d *Domain) LookupIndex(entries []Entry) (int, bool) {
 	d.Compile()
 	n := d.matcher.root
 	for i, e := range entries {
 		next := n.child(e)
 		if next == nil {
 			if r := n.rule; r != nil && sharded(r) && i == len(entries)-1 && e.Key == r.SubShards.Attribute {
-				return r, true
+				return n.at, true
 			}
-			return nil, false
+			return 0, false
 		}
 		n = next
 	}
 	if n.rule == nil || len(entries) == 0 || sharded(n.rule) {
-		return nil, false
+		return 0, false
 	}
-	return n.rule, true
+	return n.at, true
 }
 
 // sharded reports whether r's descriptors carry a sub-shard entry. Such a rule's descriptor
@@ -111,13 +123,13 @@ func (n *node) child(e Entry) *node {
 // ignored (Validate reports it).
 func buildTree(rules []*Rule) *node {
 	root := &node{}
-	for _, r := range rules {
+	for i, r := range rules {
 		n := root
 		for level := range r.Match {
 			n = n.childFor(r, level)
 		}
 		if n.rule == nil {
-			n.rule = r
+			n.rule, n.at = r, i
 		}
 	}
 	return root

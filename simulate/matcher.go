@@ -57,32 +57,29 @@ func (m *Matcher) Match(req policy.Request) []Match {
 
 // MatchDescriptor returns the rule one explicit descriptor selects, if any.
 func (m *Matcher) MatchDescriptor(entries []policy.Entry) (Match, bool) {
-	rule, ok := m.ds.d.Lookup(entries)
+	i, ok := m.ds.d.LookupIndex(entries)
 	if !ok {
 		return Match{}, false
 	}
-	rs := m.ds.rules[rule]
-	if rs == nil {
-		return Match{}, false
-	}
+	rs := m.ds.rules[i]
 	key, ok := storeKey(m.ds.d.Name, rs, entries)
 	if !ok {
 		return Match{}, false
 	}
-	return Match{Rule: rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.plan.Limits, Cost: rs.plan.Cost}, true
+	return Match{Rule: rs.rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.plan.Limits, Cost: rs.plan.Cost}, true
 }
 
 func (m *Matcher) lookup(entries []policy.Entry, shape []int) []Match {
-	rule, found := m.ds.d.Lookup(entries)
+	i, found := m.ds.d.LookupIndex(entries)
 	if !found {
 		return nil
 	}
-	rs := m.ds.rules[rule]
-	if rs == nil || len(shape) != rs.descriptorLen() {
+	rs := m.ds.rules[i]
+	if len(shape) != rs.descriptorLen() {
 		return nil
 	}
 	key, _ := storeKey(m.ds.d.Name, rs, entries)
-	return []Match{{Rule: rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.plan.Limits, Cost: rs.plan.Cost}}
+	return []Match{{Rule: rs.rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.plan.Limits, Cost: rs.plan.Cost}}
 }
 
 // descriptorLen is the number of entries in the rule's descriptor: its matches, plus the

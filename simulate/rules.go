@@ -17,7 +17,7 @@ type domainSim struct {
 	// attribute appended for sub-sharded rules), each as indexes into d.Sources: the
 	// descriptors Envoy's rendered rate-limit actions would send.
 	shapes [][]int
-	rules  map[*policy.Rule]*ruleSim
+	rules  []*ruleSim // by index in d.Rules (policy.Domain.LookupIndex)
 	// addrSources are the indexes of remote_address sources; their values are addresses or
 	// subnets whose users the shared-NAT check counts.
 	addrSources []int
@@ -32,7 +32,7 @@ type ruleSim struct {
 }
 
 func newDomainSim(d *policy.Domain) (*domainSim, error) {
-	ds := &domainSim{d: d, rules: map[*policy.Rule]*ruleSim{}}
+	ds := &domainSim{d: d, rules: make([]*ruleSim, 0, len(d.Rules))}
 	index := map[string]int{}
 	for i, s := range d.Sources {
 		index[s.Key] = i
@@ -65,7 +65,7 @@ func newDomainSim(d *policy.Domain) (*domainSim, error) {
 		if err != nil {
 			return nil, err
 		}
-		ds.rules[r] = rs
+		ds.rules = append(ds.rules, rs)
 	}
 	d.Compile()
 	return ds, nil

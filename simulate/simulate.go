@@ -152,8 +152,8 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, fmt.Errorf("domain %s: %d descriptor shapes, at most %d", at, len(ds.shapes), maxShapes)
 		}
 		s.domains = append(s.domains, ds)
-		for _, r := range d.Rules {
-			rs := ds.rules[r]
+		for i, r := range d.Rules {
+			rs := ds.rules[i]
 			rs.index = len(s.rules)
 			s.rules = append(s.rules, rs)
 			for _, v := range r.Legit {
@@ -430,14 +430,11 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder) {
 			if !ok {
 				continue
 			}
-			rule, found := ds.d.Lookup(entries)
+			ri, found := ds.d.LookupIndex(entries)
 			if !found {
 				continue
 			}
-			rs := ds.rules[rule]
-			if rs == nil {
-				continue
-			}
+			rs := ds.rules[ri]
 			p.matched = true
 			if len(shape) != rs.descriptorLen() {
 				continue // the rule's own shape decides it; a shorter or longer one must not count twice
