@@ -239,7 +239,8 @@ func (s *Simulator) sequence(p *prepared, rec *accesslog.Record) error {
 		s.ticks++
 		p.tick = s.ticks
 	}
-	for s.bucket() >= maxPoints {
+	// s.bucket() >= maxPoints, without its division: the time is never before startMs.
+	for s.nowMs-s.startMs >= maxPoints*s.bucketMs {
 		s.bucketMs *= 2
 	}
 	s.requests++
