@@ -212,9 +212,9 @@ func BenchmarkDecide(b *testing.B) {
 			b.Fatal(err)
 		}
 		rb := newRequestBuilder()
-		var values []byte
+		var buf prepBuffers
 		for j := range recs {
-			s.prepare(&preps[j], rb, &recs[j], &values)
+			s.prepare(&preps[j], rb, &recs[j], &buf)
 		}
 		runtime.GC()
 		b.StartTimer()
@@ -248,14 +248,14 @@ func BenchmarkPrepare(b *testing.B) {
 	}
 	rb := newRequestBuilder()
 	var p prepared
-	var values []byte
+	var buf prepBuffers
 	hits := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		hits = 0
 		for j := range recs {
-			values = values[:0]
-			s.prepare(&p, rb, &recs[j], &values)
+			buf.reset()
+			s.prepare(&p, rb, &recs[j], &buf)
 			hits += len(p.hits)
 		}
 	}

@@ -123,7 +123,7 @@ type chunk struct {
 	recs   []accesslog.Record
 	preps  []prepared
 	n      int                    // records in recs and preps
-	values []byte                 // the arena prepare's values view
+	buf    prepBuffers            // what preps view
 	bad    []*accesslog.LineError // its bad lines, in line order
 	err    error                  // a read error after its lines, which ends the run
 	// Set by the sequencer: the gateways its records were placed on, and the stranded tokens
@@ -136,7 +136,8 @@ type chunk struct {
 // reset readies c, handed back, for the records at seq.
 func (c *chunk) reset(seq int64) {
 	c.seq, c.arena, c.lines, c.nums, c.parsed, c.n = seq, c.arena[:0], c.lines[:0], c.nums[:0], false, 0
-	c.values, c.bad, c.err, c.gw, c.stranded = c.values[:0], c.bad[:0], nil, nil, c.stranded[:0]
+	c.bad, c.err, c.gw, c.stranded = c.bad[:0], nil, nil, c.stranded[:0]
+	c.buf.reset()
 }
 
 // runner runs one Run's stages.
@@ -315,7 +316,7 @@ func (r *runner) parse(ctx context.Context, in <-chan *chunk, out chan<- *chunk)
 			}
 		}
 		for i := range c.n {
-			r.sim.prepare(&c.preps[i], rb, &c.recs[i], &c.values)
+			r.sim.prepare(&c.preps[i], rb, &c.recs[i], &c.buf)
 		}
 		select {
 		case out <- c:
