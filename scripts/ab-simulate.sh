@@ -1,10 +1,17 @@
 #!/bin/sh
 # Whether a change makes rlctl simulate faster: builds two revisions and replays one
-# million-line log with each in turn, PAIRS times, then prints the median wall and CPU seconds of
-# each, in how many pairs the new build took less wall time and less CPU, and whether both wrote
-# the same report. This machine's speed drifts by up to a third from one minute to the next, so
-# only runs taken side by side can be compared; a run of each, or figures from different hours,
-# prove nothing.
+# million-line log with each in turn, PAIRS times, then prints the median wall, CPU, user and
+# system seconds of each, in how many pairs the new build took less of them, and whether both
+# wrote the same report; every run's times are kept in out/ab-times.txt. This machine's speed
+# drifts by up to a third from one minute to the next, so only runs taken side by side can be
+# compared; a run of each, or figures from different hours, prove nothing. The system time (page
+# faults, the kernel zeroing fresh memory) swings more than the user time from run to run.
+#
+# A set of pairs can also be swayed as a whole: the same change has read 15 of 16 pairs faster in
+# one set and 1 of 16 in the next, minutes apart (a smaller chunk of records, which changes how
+# much the two cores hand each other). Something of the machine's state outlasts a set, such as
+# where the two virtual CPUs sit. Run a change that moves data between cores in two or three sets,
+# and keep it only if it wins in each.
 #
 # With COUNT=N it counts instead of timing: each build replays the log's first N lines once under
 # valgrind's cachegrind, on one core with no garbage collection (GOMAXPROCS=1 GOGC=off, which
@@ -135,19 +142,22 @@ if [ -n "$count" ]; then
   exit 0
 fi
 
-# cpu FILE prints the CPU seconds (user and system) the shell's children had used when the
-# times builtin wrote FILE: its second line, such as "0m1.25s 0m0.40s". (times runs in this
-# shell, not in a command substitution, whose subshell has no children.)
+# cpu FILE FIELD prints the CPU seconds the shell's children had used when the times builtin
+# wrote FILE, from its second line, such as "0m1.25s 0m0.40s": FIELD 1 user, 2 system, 0 both.
+# (times runs in this shell, not in a command substitution, whose subshell has no children.)
 cpu() {
-  awk 'NR == 2 {
+  awk -v f="$2" 'NR == 2 {
     s = 0
-    for (i = 1; i <= 2; i++) { split($i, p, "m"); sub(/s$/, "", p[2]); s += p[1] * 60 + p[2] }
+    for (i = 1; i <= 2; i++) {
+      if (f != 0 && f != i) continue
+      split($i, p, "m"); sub(/s$/, "", p[2]); s += p[1] * 60 + p[2]
+    }
     printf "%.3f\n", s
   }' "$1"
 }
 
-# run NAME replays the log with rlctl-NAME into $work/NAME.json and appends "NAME WALL CPU" to
-# $work/times.
+# run NAME replays the log with rlctl-NAME into $work/NAME.json and appends "NAME WALL CPU USER
+# SYS" to $work/times.
 run() {
   times >"$work/cpu0"
   t0=$(date +%s.%N)
@@ -155,8 +165,11 @@ run() {
   "$work/rlctl-$1" simulate --policies policies --log "$log" -o json --out "$work/$1.json" $args >&2
   t1=$(date +%s.%N)
   times >"$work/cpu1"
-  awk -v n="$1" -v a="$t0" -v b="$t1" -v c="$(cpu "$work/cpu0")" -v d="$(cpu "$work/cpu1")" \
-    'BEGIN { printf "%s %.3f %.3f\n", n, b - a, d - c }' >>"$work/times"
+  awk -v n="$1" -v a="$t0" -v b="$t1" \
+    -v c="$(cpu "$work/cpu0" 0)" -v d="$(cpu "$work/cpu1" 0)" \
+    -v e="$(cpu "$work/cpu0" 1)" -v f="$(cpu "$work/cpu1" 1)" \
+    -v g="$(cpu "$work/cpu0" 2)" -v h="$(cpu "$work/cpu1" 2)" \
+    'BEGIN { printf "%s %.3f %.3f %.3f %.3f\n", n, b - a, d - c, f - e, h - g }' >>"$work/times"
 }
 
 : >"$work/times"
@@ -168,12 +181,12 @@ while [ "$i" -le "$pairs" ]; do
   i=$((i + 1))
 done
 
-# median NAME FIELD prints the median of FIELD (2 wall, 3 CPU) of NAME's runs.
+# median NAME FIELD prints the median of FIELD (2 wall, 3 CPU, 4 user, 5 system) of NAME's runs.
 median() {
   awk -v n="$1" -v f="$2" '$1 == n { print $f }' "$work/times" | sort -n | awk '{ v[NR] = $1 }
     END { if (NR % 2) printf "%.3f\n", v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-# won FIELD prints in how many pairs the new build took less of FIELD (2 wall, 3 CPU).
+# won FIELD prints in how many pairs the new build took less of FIELD (as median's).
 won() {
   awk -v f="$1" '$1 == "old" { o = $f } $1 == "new" && $f < o { n++ } END { print n + 0 }' "$work/times"
 }
@@ -182,9 +195,12 @@ echo "rlctl simulate, $old against $new: $lines lines, $pairs alternating pairs$
 echo "date:   $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "nproc:  $(nproc 2>/dev/null || echo '?')"
 echo
-printf '%-14s %12s %12s\n' build "wall (s)" "CPU (s)"
-printf '%-14s %12s %12s\n' "$old" "$(median old 2)" "$(median old 3)"
-printf '%-14s %12s %12s\n' "$new" "$(median new 2)" "$(median new 3)"
+printf '%-14s %12s %12s %12s %12s\n' build "wall (s)" "CPU (s)" "user (s)" "system (s)"
+for b in old new; do
+  if [ $b = old ]; then name=$old; else name=$new; fi
+  printf '%-14s %12s %12s %12s %12s\n' "$name" "$(median $b 2)" "$(median $b 3)" "$(median $b 4)" "$(median $b 5)"
+done
 echo
-echo "new faster in $(won 2) of $pairs pairs by wall time, in $(won 3) by CPU; medians of each build's runs"
+echo "new faster in $(won 2) of $pairs pairs by wall time, in $(won 3) by CPU, in $(won 4) by user time; medians of each build's runs"
+mkdir -p out && cp "$work/times" out/ab-times.txt
 same
