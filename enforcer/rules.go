@@ -22,7 +22,7 @@ type runtimeConfig struct {
 
 type domainState struct {
 	d         *policy.Domain
-	rules     map[*policy.Rule]*ruleState
+	rules     []*ruleState       // by index in d.Rules (policy.Domain.LookupIndex)
 	unmatched prometheus.Counter // requests_total{rule="",decision="ok"}
 }
 
@@ -55,7 +55,7 @@ func compile(m *policy.Model, version, instance string, mx *metrics, ls *leasing
 			return nil, fmt.Errorf("snapshot: domain %q appears twice", d.Name)
 		}
 		d.Compile()
-		ds := &domainState{d: d, rules: make(map[*policy.Rule]*ruleState, len(d.Rules)),
+		ds := &domainState{d: d, rules: make([]*ruleState, 0, len(d.Rules)),
 			unmatched: mx.requests.WithLabelValues(d.Name, "", decisionOK)}
 		for _, r := range d.Rules {
 			rs, err := compileRule(d.Name, r, instance, mx, ls)
@@ -65,7 +65,7 @@ func compile(m *policy.Model, version, instance string, mx *metrics, ls *leasing
 			for _, v := range rs.views {
 				v.setSoftNotice(d, r)
 			}
-			ds.rules[r] = rs
+			ds.rules = append(ds.rules, rs)
 			rc.rules++
 		}
 		rc.domains[d.Name] = ds

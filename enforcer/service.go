@@ -64,8 +64,8 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			for j, en := range d.Entries {
 				ents[j] = policy.Entry{Key: en.Key, Value: en.Value}
 			}
-			if r, ok := dom.d.Lookup(ents[:len(d.Entries)]); ok && (!onlyOK || r.FailureMode == only) {
-				rs = dom.rules[r]
+			if ri, ok := dom.d.LookupIndex(ents[:len(d.Entries)]); ok && (!onlyOK || dom.d.Rules[ri].FailureMode == only) {
+				rs = dom.rules[ri]
 			}
 		}
 		if rs == nil {
