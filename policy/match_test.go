@@ -66,6 +66,15 @@ func TestLookup(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("step %d: Lookup(%v): got %q, want %q", i, tt.entries, got, tt.want)
 		}
+		// LookupIndex names the same rule by its place in d.Rules.
+		at, ok := d.LookupIndex(tt.entries)
+		got = ""
+		if ok {
+			got = d.Rules[at].Name
+		}
+		if got != tt.want {
+			t.Errorf("step %d: LookupIndex(%v): got %q, want %q", i, tt.entries, got, tt.want)
+		}
 	}
 
 	// Wildcards are tried in declared order, before key only.
@@ -286,5 +295,22 @@ func TestShadowed(t *testing.T) {
 	want := []string{"ent2@0 by ent", "anon@0 by all", "gold_b@1 by gold_a"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// Of two rules with the same match, Lookup selects the first (Validate reports the second), and
+// LookupIndex names its place, not the second's.
+func TestLookupIndexOfDuplicateMatch(t *testing.T) {
+	d := &Domain{Rules: []*Rule{
+		rule("other", exact("tenant", "zed")),
+		rule("first", exact("tenant", "acme")),
+		rule("again", exact("tenant", "acme")),
+	}}
+	at, ok := d.LookupIndex(entries(e("tenant", "acme")))
+	if !ok || at != 1 {
+		t.Fatalf("LookupIndex: got %d, %v; want 1, true", at, ok)
+	}
+	if r, _ := d.Lookup(entries(e("tenant", "acme"))); r != d.Rules[1] {
+		t.Errorf("Lookup: got %v, want rule first", r)
 	}
 }
