@@ -365,7 +365,7 @@ const (
 
 // hit is one rule a record selects with a descriptor of the rule's own shape. It is packed
 // into 56 bytes, so that a record's hits take few cache lines for the parsing goroutine to
-// write and the shard workers and merge to read.
+// write, the shard workers to read and complete with the outcome, and merge to read.
 type hit struct {
 	rs       *ruleSim
 	hash, id uint64    // the store key's keyHash and keyID
@@ -381,13 +381,12 @@ type hit struct {
 }
 
 // prepBuffers is where prepare writes what it works out for a run of records (one of Run's
-// chunks, say): each record's descriptor values, hits and store keys go after the record
-// before's, and the record's prepared views its part. The shard workers read every record's
-// hits, and its values when a hit is denied, in log order, on another core than the one that
-// wrote them: from a few arrays, read straight through, rather than from four small ones per
-// record scattered over the heap (3 to 11 % less CPU: docs/performance.md). A buffer that grows
-// leaves the views into its old array as they were: nothing writes to that array again but
-// the holders of those views.
+// chunks, say): each record's descriptor values, hits and store keys follow the previous
+// record's, and the record's prepared views its part. The shard workers, on another core than
+// the one that wrote them, read every record's hits (and write their outcomes) in log order:
+// from a few arrays read straight through, rather than from four small slices per record
+// scattered over the heap (ADR 0002). A buffer that grows leaves the views into its old array
+// as they were: nothing writes to that array again but the holders of those views.
 type prepBuffers struct {
 	values []string
 	oks    []bool
