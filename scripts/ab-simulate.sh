@@ -1,11 +1,12 @@
 #!/bin/sh
 # Whether a change makes rlctl simulate faster: builds two revisions and replays one
 # million-line log with each in turn, PAIRS times, then prints the median wall, CPU, user and
-# system seconds of each, in how many pairs the new build took less of them, and whether both
-# wrote the same report; every run's times are kept in out/ab-times.txt. This machine's speed
-# drifts by up to a third from one minute to the next, so only runs taken side by side can be
-# compared; a run of each, or figures from different hours, prove nothing. The system time (page
-# faults, the kernel zeroing fresh memory) swings more than the user time from run to run.
+# system seconds of each, in how many pairs the new build took less wall, CPU and user time, and
+# whether both wrote the same report; the last set's times, run by run, are kept in
+# out/ab-times.txt. This machine's speed drifts by up to a third from one minute to the next, so
+# only runs taken side by side can be compared; a run of each, or figures from different hours,
+# prove nothing. The system time (page faults, the kernel zeroing fresh memory) swings more than
+# the user time from run to run.
 #
 # A set of pairs can also be swayed as a whole: the same change has read 15 of 16 pairs faster in
 # one set and 1 of 16 in the next, minutes apart (a smaller chunk of records, which changes how
@@ -197,10 +198,10 @@ echo "nproc:  $(nproc 2>/dev/null || echo '?')"
 echo
 printf '%-14s %12s %12s %12s %12s\n' build "wall (s)" "CPU (s)" "user (s)" "system (s)"
 for b in old new; do
-  if [ $b = old ]; then name=$old; else name=$new; fi
+  if [ "$b" = old ]; then name=$old; else name=$new; fi
   printf '%-14s %12s %12s %12s %12s\n' "$name" "$(median $b 2)" "$(median $b 3)" "$(median $b 4)" "$(median $b 5)"
 done
 echo
 echo "new faster in $(won 2) of $pairs pairs by wall time, in $(won 3) by CPU, in $(won 4) by user time; medians of each build's runs"
-mkdir -p out && cp "$work/times" out/ab-times.txt
+{ mkdir -p out && cp "$work/times" out/ab-times.txt; } 2>/dev/null || echo "ab-simulate: could not keep the times in out/ab-times.txt" >&2
 same
