@@ -395,6 +395,10 @@ type prepBuffers struct {
 	arena  []byte // the bytes of the values that prepare builds (policy.Request.AppendValuesIn)
 }
 
+// since is what s holds from index at on, capped there: a record's view of a prepBuffers
+// buffer, which an append to the view cannot spill out of.
+func since[T any](s []T, at int) []T { return s[at:len(s):len(s)] }
+
 // reset readies b for another run of records; what prepare wrote into it before must no
 // longer be read.
 func (b *prepBuffers) reset() {
@@ -415,7 +419,7 @@ func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Reco
 	}
 	at := len(buf.values)
 	buf.values, buf.oks = req.AppendValuesIn(buf.values, buf.oks, s.sources, &buf.arena)
-	p.values, p.oks = buf.values[at:len(buf.values):len(buf.values)], buf.oks[at:len(buf.oks):len(buf.oks)]
+	p.values, p.oks = since(buf.values, at), since(buf.oks, at)
 	if user == "" {
 		fp, _ := policy.LastHeader(req.HeaderList, "x-ja4")
 		if fp == "" {
@@ -474,8 +478,7 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffer
 				domain: uint16(di), shape: uint16(si), shard: uint8(shardOf(h))})
 		}
 	}
-	p.hits = buf.hits[hitsAt:len(buf.hits):len(buf.hits)]
-	p.keys = buf.keys[keysAt:len(buf.keys):len(buf.keys)]
+	p.hits, p.keys = since(buf.hits, hitsAt), since(buf.keys, keysAt)
 }
 
 // valuesAt returns domain di's source values and oks within p.
