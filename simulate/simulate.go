@@ -142,14 +142,10 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, err
 		}
 		if len(s.domains) == maxDomains {
-			return nil, fmt.Errorf("more than %d domains: replay them in parts (--domain)", maxDomains)
+			return nil, fmt.Errorf("domain %s: more than %d domains: replay them in parts (--domain)", domainWhere(d), maxDomains)
 		}
 		if len(ds.shapes) > maxShapes {
-			at := d.Name
-			if pos := d.Pos.String(); pos != "" {
-				at += " (" + pos + ")"
-			}
-			return nil, fmt.Errorf("domain %s: %d descriptor shapes, at most %d", at, len(ds.shapes), maxShapes)
+			return nil, fmt.Errorf("domain %s: %d descriptor shapes, at most %d", domainWhere(d), len(ds.shapes), maxShapes)
 		}
 		s.domains = append(s.domains, ds)
 		for i, r := range d.Rules {
@@ -354,6 +350,14 @@ type prepared struct {
 	// sample is the index of the tick's stranded-token sample within Run's chunk, -1 for
 	// none (runner.sequence).
 	sample int
+}
+
+// domainWhere names d for an error: its name, and its file and line when known.
+func domainWhere(d *policy.Domain) string {
+	if pos := d.Pos.String(); pos != "" {
+		return d.Name + " (" + pos + ")"
+	}
+	return d.Name
 }
 
 // maxDomains and maxShapes bound the domains a replay runs and the descriptor shapes (distinct

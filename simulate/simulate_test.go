@@ -425,10 +425,11 @@ func TestGatewaysBound(t *testing.T) {
 func TestNewBoundsDomainsAndShapes(t *testing.T) {
 	m := &policy.Model{}
 	for i := range maxDomains + 1 {
-		m.Domains = append(m.Domains, &policy.Domain{Name: fmt.Sprintf("d%d", i)})
+		m.Domains = append(m.Domains, &policy.Domain{Name: fmt.Sprintf("d%d", i), Pos: policy.Pos{File: "policies/many.cue", Line: i + 1}})
 	}
-	if _, err := New(Config{Model: m}); err == nil || !strings.Contains(err.Error(), "more than 65536 domains") {
-		t.Errorf("New with %d domains: %v; want an error", len(m.Domains), err)
+	if _, err := New(Config{Model: m}); err == nil || !strings.Contains(err.Error(), "more than 65536 domains") ||
+		!strings.Contains(err.Error(), "d65536 (policies/many.cue:65537") {
+		t.Errorf("New with %d domains: %v; want an error naming the first domain past the bound", len(m.Domains), err)
 	}
 
 	// 17 sources have 2^17-1 non-empty subsets, each a shape of its own.
