@@ -35,13 +35,14 @@ func adviseHugePages(n int) (start, end uintptr) {
 		return 0, 0
 	}
 	block, err := hugeBlock(n)
-	if err != nil {
-		return 0, 0
-	}
 	start = uintptr(unsafe.Pointer(unsafe.SliceData(block)))
 	// block is not used past here: this collects it and hands its pages back to the system,
 	// untouched, so that they count against no memory limit until the replay's objects use them.
+	// A block the system would not advise goes back too, rather than wait for a collection.
 	debug.FreeOSMemory()
+	if err != nil {
+		return 0, 0
+	}
 	return start, start + uintptr(n)
 }
 
