@@ -242,6 +242,8 @@ func (r *runner) read(ctx context.Context, free <-chan *chunk, out chan<- *chunk
 	if !next() {
 		return
 	}
+	// Declared once, not per line: errors.As makes le escape to the heap, an allocation each.
+	var le *accesslog.LineError
 	var merged recordSource
 	if len(r.readers) > 1 {
 		src, err := sourceOf(r.readers, func(le *accesslog.LineError) error {
@@ -270,7 +272,6 @@ func (r *runner) read(ctx context.Context, free <-chan *chunk, out chan<- *chunk
 				var line string
 				var num int64
 				line, num, err = rd.ReadRaw(&c.arena)
-				var le *accesslog.LineError
 				switch {
 				case err == nil:
 					c.lines, c.nums = append(c.lines, line), append(c.nums, num)
