@@ -30,7 +30,14 @@ type node struct {
 	// hashes nothing, and one of a key here hashes only its value.
 	exact     []exactChildren
 	wildcards []wildcard
-	any       map[string]*node
+	// any holds the key-only children, a handful at most: a list a lookup reads through
+	// costs less than a map's hash of the key.
+	any []keyChild
+}
+
+type keyChild struct {
+	key  string
+	next *node
 }
 
 type exactChildren struct {
@@ -116,7 +123,12 @@ func (n *node) child(e Entry) *node {
 			return w.next
 		}
 	}
-	return n.any[e.Key]
+	for i := range n.any {
+		if a := &n.any[i]; a.key == e.Key {
+			return a.next
+		}
+	}
+	return nil
 }
 
 // buildTree inserts rules in order; a later rule with the same match as an earlier one is
@@ -216,14 +228,13 @@ func (n *node) childFor(r *Rule, level int) *node {
 		n.wildcards = append(n.wildcards, wildcard{key: m.Key, prefix: prefix, next: c, first: r, level: level})
 		return c
 	default:
-		if c := n.any[m.Key]; c != nil {
-			return c
-		}
-		if n.any == nil {
-			n.any = map[string]*node{}
+		for _, a := range n.any {
+			if a.key == m.Key {
+				return a.next
+			}
 		}
 		c := &node{}
-		n.any[m.Key] = c
+		n.any = append(n.any, keyChild{key: m.Key, next: c})
 		return c
 	}
 }
