@@ -199,8 +199,8 @@ func (t *keyTable) prune(drop func(*keyState) bool) {
 	t.resize(size)
 }
 
-// maxFree bounds a key table's free list: with 64 shards, about 36 MB of key states at most.
-const maxFree = 1024
+// maxFree bounds a key table's free list: 65,536 key states over all shards, about 36 MB.
+const maxFree = 1 << 16 / shardCount
 
 // keyHash is the hash keyTable and the shard assignment use (shardOf).
 func keyHash(key []byte) uint64 { return xxhash.Sum64(key) }
