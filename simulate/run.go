@@ -31,8 +31,8 @@ type RunConfig struct {
 	MaxBad int64
 	// BadSamples is how many bad lines the report quotes in full (default 5).
 	BadSamples int
-	// Workers is how many goroutines parse and how many run the shards: 0 means GOMAXPROCS.
-	// The report does not depend on it.
+	// Workers is how many goroutines parse, and how many run the shards up to one a shard
+	// (shardCount): 0 means GOMAXPROCS. The report does not depend on it.
 	Workers int
 }
 
@@ -49,8 +49,9 @@ var ErrTooManyBad = errors.New("too many bad lines")
 //     rules, store keys and their hashes), each chunk on one of them;
 //   - one goroutine, the sequencer, takes the chunks in log order and places each record:
 //     its replay time, the housekeeping tick before it and its gateway (Simulator.sequence);
-//   - Workers goroutines run the shards (shard), worker w the shards w, w+Workers, ...; each
-//     sees every chunk in log order, and decides the hits and runs the ticks of its shards;
+//   - min(Workers, shardCount) goroutines run the shards (shard), worker w of n the shards w,
+//     w+n, ...; each sees every chunk in log order, and decides the hits and runs the ticks of
+//     its shards;
 //   - this goroutine, once every worker is done with a chunk, counts its records in log order,
 //     tells the observer, and hands the chunk back to the reader.
 //
@@ -67,7 +68,6 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	workers = min(workers, shardCount)
 	opts := cfg.Log
 	opts.Headers = append(append([]string(nil), opts.Headers...), HeadersFor(cfg.Sim.Model)...)
 	if a := cfg.Sim.Assign; a.Kind != "round-robin" && a.Field != "" {
@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{sim: sim, cfg: cfg, readers: readers, workers: workers}
+	r := &runner{sim: sim, cfg: cfg, readers: readers, parsers: workers, workers: min(workers, shardCount)}
 	if err := r.run(ctx); err != nil {
 		return nil, err
 	}
@@ -145,7 +145,8 @@ type runner struct {
 	sim      *Simulator
 	cfg      RunConfig
 	readers  []*accesslog.Reader
-	workers  int
+	parsers  int // goroutines parsing and preparing chunks
+	workers  int // shard workers
 	bad      []report.BadLine
 	badCount int64
 
@@ -167,12 +168,12 @@ func (r *runner) fail(err error) {
 func (r *runner) run(ctx context.Context) error {
 	ctx, r.cancel = context.WithCancel(ctx)
 	defer r.cancel()
-	inFlight := 4*r.workers + 4
+	inFlight := 2*r.parsers + 2*r.workers + 4
 	free := make(chan *chunk, inFlight)
 	for range inFlight {
 		free <- &chunk{recs: make([]accesslog.Record, chunkLines), preps: make([]prepared, chunkLines), arena: make([]byte, 0, chunkArena)}
 	}
-	toParse := make(chan *chunk, r.workers)
+	toParse := make(chan *chunk, r.parsers)
 	parsed := make(chan *chunk, inFlight)
 	toRun := make([]chan *chunk, r.workers)
 	for w := range toRun {
@@ -199,7 +200,7 @@ func (r *runner) run(ctx context.Context) error {
 		}()
 	}
 	stage(1, func(int) { r.read(ctx, free, toParse) }, func() { close(toParse) })
-	stage(r.workers, func(int) { r.parse(ctx, toParse, parsed) }, func() { close(parsed) })
+	stage(r.parsers, func(int) { r.parse(ctx, toParse, parsed) }, func() { close(parsed) })
 	stage(1, func(int) { r.sequence(ctx, parsed, toRun) }, func() {
 		for _, ch := range toRun {
 			close(ch)
