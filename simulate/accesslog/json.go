@@ -17,6 +17,7 @@ type jsonParser struct {
 	ranks  fieldRanks // the current line's (target.set)
 	// predicted[i] is the entry of the i-th top-level key of the last line that had one
 	// there, if it was found exactly, or if it has no target its entry in unknown (key).
+	// Either is plain, so its quoted form is set (predictedAt).
 	predicted []*keyTarget
 	unknown   map[string]*keyTarget // entries of plain top-level keys without a target
 	// seen[i] says a line had a value for the mapped key of target.mapped i+1 (Reader.Unseen).
@@ -50,19 +51,28 @@ type keyIndex struct {
 type keyTarget struct {
 	key string
 	tg  target
-	// plain says key has no byte that a JSON string must escape, so a line has it as it is.
-	plain bool
+	// plain says key has no byte that a JSON string must escape, so a line has it as it is;
+	// quoted is then the key as a compact line has it, quoted and followed by ':'.
+	plain  bool
+	quoted string
+}
+
+func newKeyTarget(key string, tg target) keyTarget {
+	e := keyTarget{key: key, tg: tg, plain: plainEnd(key, 0) == len(key)}
+	if e.plain {
+		e.quoted = `"` + key + `":`
+	}
+	return e
 }
 
 func newKeyIndex(keys map[string]target) *keyIndex {
 	ix := new(keyIndex)
 	for k, tg := range keys {
 		b := &ix.buckets[keyBucket(k)]
-		plain := plainEnd(k, 0) == len(k)
-		*b = append(*b, keyTarget{k, tg, plain})
+		*b = append(*b, newKeyTarget(k, tg))
 		if tg.fold {
 			b := &ix.folded[keyBucket(k)]
-			*b = append(*b, keyTarget{k, tg, plain})
+			*b = append(*b, newKeyTarget(k, tg))
 		}
 	}
 	return ix
@@ -163,7 +173,7 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 		var path string
 		var tg *target
 		if e := p.predictedAt(sc, prefix, pos); e != nil {
-			sc.i += len(e.key) + 3 // the quoted key and its ':'
+			sc.i += len(e.quoted)
 			path = e.key
 			if e.tg.f != fieldNone {
 				tg = &e.tg
@@ -240,10 +250,7 @@ func (p *jsonParser) predictedAt(sc *jsonScan, prefix string, pos int) *keyTarge
 		return nil
 	}
 	e := p.predicted[pos]
-	if e == nil {
-		return nil
-	}
-	if colon := sc.i + len(e.key) + 2; colon >= len(sc.s) || sc.s[colon] != ':' || !quotedAt(sc.s, sc.i, e.key) {
+	if e == nil || !strings.HasPrefix(sc.s[sc.i:], e.quoted) {
 		return nil
 	}
 	return e
@@ -306,7 +313,7 @@ func (p *jsonParser) unmapped(key string) *keyTarget {
 		p.unknown = map[string]*keyTarget{}
 	}
 	key = strings.Clone(key) // not the line's memory, which the caller reuses
-	e := &keyTarget{key: key, plain: true}
+	e := &keyTarget{key: key, plain: true, quoted: `"` + key + `":`}
 	p.unknown[key] = e
 	return e
 }
