@@ -526,7 +526,7 @@ func (m *LeaseManager) leaseCount() int {
 
 // maxSpares is how many spare leases a manager with few leases keeps; one
 // with more keeps a quarter of its number of leases.
-const maxSpares = 4
+const maxSpares = 8
 
 // spareAge is how long ago a spare lease must have been forgotten to be
 // reused for a new key: a key that comes back after Sweep forgot its lease
