@@ -123,8 +123,13 @@ func (n *node) child(e Entry) *node {
 			return w.next
 		}
 	}
+	return n.keyOnly(e.Key)
+}
+
+// keyOnly returns n's key-only child for key, or nil.
+func (n *node) keyOnly(key string) *node {
 	for i := range n.any {
-		if a := &n.any[i]; a.key == e.Key {
+		if a := &n.any[i]; a.key == key {
 			return a.next
 		}
 	}
@@ -228,10 +233,8 @@ func (n *node) childFor(r *Rule, level int) *node {
 		n.wildcards = append(n.wildcards, wildcard{key: m.Key, prefix: prefix, next: c, first: r, level: level})
 		return c
 	default:
-		for _, a := range n.any {
-			if a.key == m.Key {
-				return a.next
-			}
+		if c := n.keyOnly(m.Key); c != nil {
+			return c
 		}
 		c := &node{}
 		n.any = append(n.any, keyChild{key: m.Key, next: c})

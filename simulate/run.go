@@ -243,8 +243,6 @@ func (r *runner) read(ctx context.Context, free <-chan *chunk, out chan<- *chunk
 	if !next() {
 		return
 	}
-	// Declared once, not per line: errors.As makes le escape to the heap, an allocation each.
-	var le *accesslog.LineError
 	var merged recordSource
 	if len(r.readers) > 1 {
 		src, err := sourceOf(r.readers, func(le *accesslog.LineError) error {
@@ -258,6 +256,8 @@ func (r *runner) read(ctx context.Context, free <-chan *chunk, out chan<- *chunk
 		}
 		merged = src
 	}
+	// Declared once, not per line: errors.As makes le escape to the heap, an allocation each.
+	var le *accesslog.LineError
 	for {
 		var err error
 		if merged != nil {

@@ -68,11 +68,12 @@ func newKeyTarget(key string, tg target) keyTarget {
 func newKeyIndex(keys map[string]target) *keyIndex {
 	ix := new(keyIndex)
 	for k, tg := range keys {
+		e := newKeyTarget(k, tg)
 		b := &ix.buckets[keyBucket(k)]
-		*b = append(*b, newKeyTarget(k, tg))
+		*b = append(*b, e)
 		if tg.fold {
 			b := &ix.folded[keyBucket(k)]
-			*b = append(*b, newKeyTarget(k, tg))
+			*b = append(*b, e)
 		}
 	}
 	return ix
@@ -313,9 +314,9 @@ func (p *jsonParser) unmapped(key string) *keyTarget {
 		p.unknown = map[string]*keyTarget{}
 	}
 	key = strings.Clone(key) // not the line's memory, which the caller reuses
-	e := &keyTarget{key: key, plain: true, quoted: `"` + key + `":`}
-	p.unknown[key] = e
-	return e
+	e := newKeyTarget(key, target{})
+	p.unknown[key] = &e
+	return &e
 }
 
 // maxPredicted and maxUnknown bound jsonParser.predicted and unknown, and so their memory and
