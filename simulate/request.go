@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -26,11 +27,17 @@ type requestBuilder struct {
 	tokens, older map[tokenKey]*token
 	tokenCap      int // the size of a generation; maxCachedTokens but in tests
 
+	// claimNames are the claims a token keeps (claimNames): the ones the sources read.
+	claimNames []string
+
 	// Scratch of Simulator.prepare, which runs on the builder's goroutine: a descriptor's
 	// entries and a TLS-fingerprint user. Here, one of each per goroutine stays in its
 	// cache; in each prepared record they were 1,024 of each a chunk, cold at every use.
 	entries []policy.Entry
 	user    []byte
+	// Scratch of tokenOf: a payload decoded, and the claims kept of it, viewing it.
+	payload []byte
+	kept    []policy.Claim
 }
 
 // tokenKey identifies a JWT payload segment by two independent 64-bit hashes of it, as
@@ -44,10 +51,13 @@ func tokenKeyOf(payload string) tokenKey {
 	return tokenKey{keyHash(b), keyID(b)}
 }
 
-// token is a decoded JWT payload.
+// token is a decoded JWT payload: the claims of it that the sources read. Most tokens in a
+// log are seen once or a few times, so a token is small: one object and one string, where
+// all of its claims, each name and value a string, were six or more allocations.
 type token struct {
 	claims []policy.Claim // as policy.Request.ClaimList holds them; nil when undecodable
 	user   string         // "sub:" + the subject, the shared-NAT check's user; "" without one
+	inline [2]policy.Claim
 }
 
 // maxCachedTokens is the size of a generation of requestBuilder.tokens.
@@ -56,8 +66,34 @@ const maxCachedTokens = 1 << 16
 // noToken stands for an Authorization header without a JWT. It is shared: never modify it.
 var noToken token
 
-func newRequestBuilder() *requestBuilder {
-	return &requestBuilder{tokens: map[tokenKey]*token{}, tokenCap: maxCachedTokens}
+// newRequestBuilder returns a builder whose tokens keep the claims named claims (claimNames)
+// and the subject.
+func newRequestBuilder(claims []string) *requestBuilder {
+	return &requestBuilder{tokens: map[tokenKey]*token{}, tokenCap: maxCachedTokens, claimNames: claims}
+}
+
+// claimNames returns the JWT claims that sources read (jwt_claim sources, and identity
+// sources' jwt_subject tiers), and "sub", the shared-NAT check's user, each once.
+func claimNames(sources []*policy.Source) []string {
+	names := []string{"sub"}
+	add := func(name string) {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, src := range sources {
+		switch src.Kind {
+		case policy.SourceJWTClaim:
+			add(src.Claim)
+		case policy.SourceIdentity:
+			for _, st := range src.Waterfall {
+				if st.Tier == policy.TierJWTSubject {
+					add(st.Claim)
+				}
+			}
+		}
+	}
+	return names
 }
 
 // build fills a policy.Request from rec, and returns the JWT it carries (nil without one). The
@@ -100,15 +136,65 @@ func (b *requestBuilder) tokenOf(auth string) *token {
 	}
 	t, ok := b.older[k]
 	if !ok {
-		t = &token{claims: decodePayload(payload)}
-		if sub, _ := policy.LastClaim(t.claims, "sub"); sub != "" {
-			t.user = "sub:" + sub
-		}
+		t = b.decode(payload)
 	}
 	if len(b.tokens) >= b.tokenCap {
 		b.tokens, b.older = make(map[tokenKey]*token, len(b.tokens)), b.tokens
 	}
 	b.tokens[k] = t
+	return t
+}
+
+// decode decodes a JWT payload segment as decodePayload does, but keeps only the claims b's
+// sources read (b.claimNames), in their order in the payload. Their values, and the user, are
+// views of one string.
+func (b *requestBuilder) decode(payload string) *token {
+	t := &token{}
+	var err error
+	src := unsafe.Slice(unsafe.StringData(payload), len(payload)) // read only
+	if b.payload, err = base64.RawURLEncoding.AppendDecode(b.payload[:0], bytes.TrimRight(src, "=")); err != nil {
+		return t
+	}
+	kept := b.kept[:0]
+	keep := func(name, value string) {
+		if i := slices.Index(b.claimNames, name); i >= 0 {
+			kept = append(kept, policy.Claim{Name: b.claimNames[i], Value: value})
+		}
+	}
+	if !scanFlatClaims(b.payload, keep) {
+		kept = kept[:0]
+		all := slowClaims(b.payload)
+		if all == nil {
+			return t
+		}
+		for _, c := range all {
+			keep(c.Name, c.Value)
+		}
+	}
+	b.kept = kept
+	// One string holds the user ("sub:" and the subject) and every value kept.
+	sub, _ := policy.LastClaim(kept, "sub")
+	n := 0
+	for _, c := range kept {
+		n += len(c.Value)
+	}
+	var text strings.Builder
+	text.Grow(len("sub:") + len(sub) + n)
+	if sub != "" {
+		text.WriteString("sub:")
+		text.WriteString(sub)
+	}
+	for _, c := range kept {
+		text.WriteString(c.Value)
+	}
+	all := text.String()
+	t.user, all = all[:text.Len()-n], all[text.Len()-n:]
+	t.claims = t.inline[:0]
+	for _, c := range kept {
+		t.claims = append(t.claims, policy.Claim{Name: c.Name, Value: all[:len(c.Value)]})
+		all = all[len(c.Value):]
+	}
+	clear(kept) // let the payload's views go
 	return t
 }
 
@@ -162,9 +248,18 @@ func decodePayload(payload string) []policy.Claim {
 	if err != nil {
 		return nil
 	}
-	if claims, ok := flatClaims(raw); ok {
+	claims := make([]policy.Claim, 0, 4)
+	if scanFlatClaims(raw, func(name, value string) {
+		claims = append(claims, policy.Claim{Name: strings.Clone(name), Value: strings.Clone(value)})
+	}) {
 		return claims
 	}
+	return slowClaims(raw)
+}
+
+// slowClaims decodes a JWT payload that scanFlatClaims does not take, with json.Unmarshal, into
+// its claims, or returns nil when it is not a JSON object.
+func slowClaims(raw []byte) []policy.Claim {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return nil
@@ -226,46 +321,47 @@ func isNumberText(v []byte) bool {
 	return true
 }
 
-// flatClaims decodes the common payload, a JSON object of plain values, without reflection:
-// json.Unmarshal was most of the cost of a token, and most tokens in a log are seen once.
-// It gives up (false) on anything outside that subset, leaving it to json.Unmarshal: nested
-// values, strings with escapes or bytes outside printable ASCII, and malformed JSON. What it
-// accepts is valid JSON, decoded as decodePayload's slow path would.
-func flatClaims(raw []byte) ([]policy.Claim, bool) {
-	claims := make([]policy.Claim, 0, 4)
+// scanFlatClaims reads the common payload, a JSON object of plain values, without reflection,
+// calling fn with each claim's name and value, in order, as views of raw (or constants): fn
+// copies what it keeps. json.Unmarshal was most of the cost of a token, and most tokens in a
+// log are seen once. It gives up (false) on anything outside that subset, leaving it to
+// json.Unmarshal (slowClaims), perhaps after some calls of fn: nested values, strings with
+// escapes or bytes outside printable ASCII, and malformed JSON. What it accepts is valid JSON,
+// decoded as slowClaims would.
+func scanFlatClaims(raw []byte, fn func(name, value string)) bool {
 	i := skipJSONSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
-		return nil, false
+		return false
 	}
 	i = skipJSONSpace(raw, i+1)
 	if i < len(raw) && raw[i] == '}' {
-		return claims, skipJSONSpace(raw, i+1) == len(raw)
+		return skipJSONSpace(raw, i+1) == len(raw)
 	}
 	for {
 		key, next, ok := plainJSONString(raw, i)
 		if !ok {
-			return nil, false
+			return false
 		}
 		i = skipJSONSpace(raw, next)
 		if i >= len(raw) || raw[i] != ':' {
-			return nil, false
+			return false
 		}
 		i = skipJSONSpace(raw, i+1)
 		if i >= len(raw) {
-			return nil, false
+			return false
 		}
 		var v string
 		switch c := raw[i]; {
 		case c == '"':
 			if v, i, ok = plainJSONString(raw, i); !ok {
-				return nil, false
+				return false
 			}
 		case c == '-' || (c >= '0' && c <= '9'):
 			n := jsonNumberLen(raw[i:])
 			if n == 0 {
-				return nil, false
+				return false
 			}
-			v, i = string(raw[i:i+n]), i+n
+			v, i = view(raw[i:i+n]), i+n
 		case bytes.HasPrefix(raw[i:], []byte("true")):
 			v, i = "true", i+4
 		case bytes.HasPrefix(raw[i:], []byte("false")):
@@ -273,23 +369,26 @@ func flatClaims(raw []byte) ([]policy.Claim, bool) {
 		case bytes.HasPrefix(raw[i:], []byte("null")):
 			v, i = "", i+4 // as json.Unmarshal into a string leaves it
 		default:
-			return nil, false
+			return false
 		}
-		claims = append(claims, policy.Claim{Name: key, Value: v})
+		fn(key, v)
 		i = skipJSONSpace(raw, i)
 		if i >= len(raw) {
-			return nil, false
+			return false
 		}
 		switch raw[i] {
 		case ',':
 			i = skipJSONSpace(raw, i+1)
 		case '}':
-			return claims, skipJSONSpace(raw, i+1) == len(raw)
+			return skipJSONSpace(raw, i+1) == len(raw)
 		default:
-			return nil, false
+			return false
 		}
 	}
 }
+
+// view is b as a string, without a copy: valid while b's bytes are.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func skipJSONSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
@@ -299,7 +398,7 @@ func skipJSONSpace(b []byte, i int) int {
 }
 
 // plainJSONString reads a string at b[i] made of printable ASCII without escapes, returning
-// it and the index after its closing quote.
+// it (a view of b) and the index after its closing quote.
 func plainJSONString(b []byte, i int) (string, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return "", 0, false
@@ -307,7 +406,7 @@ func plainJSONString(b []byte, i int) (string, int, bool) {
 	for j := i + 1; j < len(b); j++ {
 		switch c := b[j]; {
 		case c == '"':
-			return string(b[i+1 : j]), j + 1, true
+			return view(b[i+1 : j]), j + 1, true
 		case c == '\\' || c < 0x20 || c > 0x7e:
 			return "", 0, false
 		}

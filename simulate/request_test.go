@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+
+	"github.com/rlctl/rlctl/policy"
 )
 
 // referenceClaims is decodePayload's meaning, written plainly: json.Unmarshal into raw values,
@@ -42,13 +44,12 @@ var claimsSeeds = []string{
 	`{"a":1}x`, `[1]`, `"s"`, ``, `{"a":"\u00e9"}`, `{"":""}`, `{"a":1E400}`,
 }
 
-// The fast path of decodePayload must agree with the reference on every payload.
+// The fast path of decodePayload must agree with the reference on every payload, and a cached
+// token (requestBuilder.decode) must hold what the reference has of the claims it keeps.
 func TestDecodePayload(t *testing.T) {
+	b := newRequestBuilder([]string{"sub", "plan", "a", ""})
 	for _, raw := range claimsSeeds {
-		got := claimMap(decodePayload(b64(raw)))
-		if want := referenceClaims([]byte(raw)); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
-			t.Errorf("decodePayload(%s): got %v, want %v", raw, got, want)
-		}
+		checkDecode(t, b, raw)
 	}
 }
 
@@ -56,12 +57,41 @@ func FuzzDecodePayload(f *testing.F) {
 	for _, raw := range claimsSeeds {
 		f.Add(raw)
 	}
+	b := newRequestBuilder([]string{"sub", "plan", "a", ""})
 	f.Fuzz(func(t *testing.T, raw string) {
-		got := claimMap(decodePayload(b64(raw)))
-		if want := referenceClaims([]byte(raw)); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
-			t.Errorf("decodePayload(%q): got %v, want %v", raw, got, want)
-		}
+		checkDecode(t, b, raw)
 	})
+}
+
+func checkDecode(t *testing.T, b *requestBuilder, raw string) {
+	t.Helper()
+	want := referenceClaims([]byte(raw))
+	if got := claimMap(decodePayload(b64(raw))); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
+		t.Errorf("decodePayload(%q): got %v, want %v", raw, got, want)
+	}
+	tok := b.decode(b64(raw))
+	kept := map[string]string{}
+	for _, name := range b.claimNames {
+		if v, ok := want[name]; ok {
+			kept[name] = v
+		}
+	}
+	got := map[string]string{}
+	for _, name := range b.claimNames {
+		if v, ok := policy.LastClaim(tok.claims, name); ok {
+			got[name] = v
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(kept) || (tok.claims == nil) != (want == nil) {
+		t.Errorf("decode(%q): claims %v (nil %v), want %v (nil %v)", raw, got, tok.claims == nil, kept, want == nil)
+	}
+	wantUser := ""
+	if sub := want["sub"]; sub != "" {
+		wantUser = "sub:" + sub
+	}
+	if tok.user != wantUser {
+		t.Errorf("decode(%q): user %q, want %q", raw, tok.user, wantUser)
+	}
 }
 
 // claimString's fast paths must write every value as the json.Unmarshal tries do.
@@ -95,7 +125,7 @@ func TestClaimString(t *testing.T) {
 // generation moves up instead of being decoded again, and only one unseen for two
 // generations is forgotten.
 func TestTokenCache(t *testing.T) {
-	b := newRequestBuilder()
+	b := newRequestBuilder(claimNames(nil))
 	b.tokenCap = 2
 	jwt := func(sub string) string { return "Bearer h." + b64(`{"sub":"`+sub+`"}`) + ".s" }
 	first := map[string]*token{}

@@ -63,6 +63,7 @@ type Simulator struct {
 	// sources are the sources prepare evaluates: addrSrc, then each domain's, from
 	// domainAt[i] to domainAt[i+1].
 	sources  []*policy.Source
+	claims   []string // the JWT claims they read, which tokens keep (claimNames)
 	domainAt []int
 	addrSrc  [2]*policy.Source // whole address and subnet, for the shared-NAT check
 
@@ -115,7 +116,6 @@ func New(cfg Config) (*Simulator, error) {
 	s := &Simulator{
 		cfg:      cfg,
 		bucketMs: 1000,
-		rb:       newRequestBuilder(),
 		legit:    map[string]bool{},
 		gw:       &gatewaySet{},
 		addrSrc: [2]*policy.Source{{Key: "addr", Kind: policy.SourceRemoteAddress, Mask: policy.MaskNone},
@@ -174,6 +174,8 @@ func New(cfg Config) (*Simulator, error) {
 		s.sources = append(s.sources, ds.d.Sources...)
 	}
 	s.domainAt = append(s.domainAt, len(s.sources))
+	s.claims = claimNames(s.sources)
+	s.rb = newRequestBuilder(s.claims)
 	s.assign = &assigner{a: cfg.Assign, n: cfg.Gateways, byName: map[string]int{}}
 	if cfg.Assign.Kind != "field" {
 		for i := 0; i < cfg.Gateways; i++ {
