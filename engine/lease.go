@@ -647,6 +647,14 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 		late.Then(func(res Result, err error) { m.landLate(l, limits, res, err) })
 		return Decision{}, fmt.Errorf("lease %q: %w", l.key, err)
 	}
+	return m.landSync(l, limits, cost, now, res, err)
+}
+
+// landSync takes the reply of slow's store call, a synchronous take of cost that landed at now
+// with res or err, and decides the request by it. It is slow's own tail, a function of its own
+// so that its deferred calls are the compiler's open-coded ones: in slow, among a dozen
+// returns, every return paid the runtime's search for deferred calls, even the early ones.
+func (m *LeaseManager) landSync(l *lease, limits []Limit, cost, now int64, res Result, err error) (Decision, error) {
 	m.lock(l)
 	defer m.unlock(l)
 	defer m.settled(l)
