@@ -142,15 +142,28 @@ func TestKeyTableGrowsAndShrinks(t *testing.T) {
 	}
 	check(func(int) bool { return true })
 	big := len(tab.slots)
+	prune := func(keep func(i int) bool) {
+		t.Helper()
+		tab.prune(func(ks *keyState) bool {
+			i, err := strconv.Atoi(ks.key[1:])
+			if err != nil {
+				t.Fatalf("pruning %q: %v", ks.key, err)
+			}
+			return !keep(i)
+		})
+	}
+	// Drop one key in ten: the keys left are placed again within the same table, past the
+	// holes the dropped ones leave in the long probes.
+	slots := &tab.slots[0]
+	most := func(i int) bool { return i%10 != 3 }
+	prune(most)
+	check(most)
+	if len(tab.slots) != big || &tab.slots[0] != slots {
+		t.Errorf("after pruning a tenth: %d slots in a new table, want the %d slots of the same one", len(tab.slots), big)
+	}
 	// Keep one key in ten: the table shrinks to fit what is left.
 	keep := func(i int) bool { return i%10 == 0 }
-	tab.prune(func(ks *keyState) bool {
-		i, err := strconv.Atoi(ks.key[1:])
-		if err != nil {
-			t.Fatalf("pruning %q: %v", ks.key, err)
-		}
-		return !keep(i)
-	})
+	prune(keep)
 	check(keep)
 	if len(tab.slots) >= big || 4*tab.n > 3*len(tab.slots) {
 		t.Errorf("after pruning to %d keys: %d slots, want fewer than %d", tab.n, len(tab.slots), big)
