@@ -40,11 +40,11 @@ type memShard struct {
 
 type memEntry struct {
 	slots   []slot
-	last    int64 // latest request time seen, ms
-	expire  int64 // ms; the state is gone from this instant on
-	dropped bool  // removed from the map by Expire; a MemoryHandle looks the key up again
-	inline  [2]slot
-	key     string // the entry's key in the map
+	last    int64   // latest request time seen, ms
+	expire  int64   // ms; the state is gone from this instant on
+	dropped bool    // removed from the map by Expire; a MemoryHandle looks the key up again
+	inline  [1]slot // the slots of a key of one limit, most keys: more take an array of their own
+	key     string  // the entry's key in the map
 	// dueAt is the entry's live time in its shard's expiries (notDue when
 	// it has none), never later than expire; other times naming it there
 	// are stale.
