@@ -223,7 +223,7 @@ func (t *keyTable) rehash(empty int) {
 	}
 }
 
-// maxFree bounds a key table's free list: 65,536 key states over all shards, about 36 MB.
+// maxFree bounds a key table's free list: 65,536 key states over all shards, about 29 MB.
 const maxFree = 1 << 16 / shardCount
 
 // keyHash is the hash keyTable and the shard assignment use (shardOf).
