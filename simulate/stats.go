@@ -2,7 +2,6 @@ package simulate
 
 import (
 	"hash/maphash"
-	"slices"
 	"sort"
 
 	"github.com/cespare/xxhash/v2"
@@ -174,11 +173,14 @@ func (t *keyTable) each(fn func(*keyState)) {
 func (t *keyTable) prune(drop func(*keyState) bool) {
 	keep := min(t.created, maxFree)
 	t.created = 0
-	// A slot empty before the drops: no key's probe runs through it (rehash).
-	empty := slices.IndexFunc(t.slots, func(s keySlot) bool { return s.ks == nil })
+	empty := -1 // a slot empty before the drops: no key's probe runs through it (rehash)
 	n := t.n
 	for i, s := range t.slots {
-		if s.ks == nil || !drop(s.ks) {
+		if s.ks == nil {
+			empty = i
+			continue
+		}
+		if !drop(s.ks) {
 			continue
 		}
 		switch {
@@ -188,7 +190,7 @@ func (t *keyTable) prune(drop func(*keyState) bool) {
 			s.ks.key = "" // let its bytes go until it is used again
 			t.free = append(t.free, s.ks)
 		}
-		t.slots[i].ks = nil // a hole, gone with the table
+		t.slots[i].ks = nil // a hole, which rehash or resize closes
 		n--
 	}
 	if n == t.n {
