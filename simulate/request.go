@@ -150,28 +150,11 @@ func (b *requestBuilder) tokenOf(auth string) *token {
 // views of one string.
 func (b *requestBuilder) decode(payload string) *token {
 	t := &token{}
-	var err error
-	src := unsafe.Slice(unsafe.StringData(payload), len(payload)) // read only
-	if b.payload, err = base64.RawURLEncoding.AppendDecode(b.payload[:0], bytes.TrimRight(src, "=")); err != nil {
+	kept, ok := appendClaims(b.kept[:0], &b.payload, payload, b.claimNames)
+	b.kept = kept
+	if !ok {
 		return t
 	}
-	kept := b.kept[:0]
-	keep := func(name, value string) {
-		if i := slices.Index(b.claimNames, name); i >= 0 {
-			kept = append(kept, policy.Claim{Name: b.claimNames[i], Value: value})
-		}
-	}
-	if !scanFlatClaims(b.payload, keep) {
-		kept = kept[:0]
-		all := slowClaims(b.payload)
-		if all == nil {
-			return t
-		}
-		for _, c := range all {
-			keep(c.Name, c.Value)
-		}
-	}
-	b.kept = kept
 	// One string holds the user ("sub:" and the subject) and every value kept.
 	sub, _ := policy.LastClaim(kept, "sub")
 	n := 0
@@ -196,6 +179,35 @@ func (b *requestBuilder) decode(payload string) *token {
 	}
 	clear(kept) // let the payload's views go
 	return t
+}
+
+// appendClaims decodes a JWT payload segment into *raw (reusing it) and appends its claims to
+// claims in order, all of them, or with names only those so named; it reports false when the
+// payload is not a JSON object. The names and values it appends may view *raw: they are valid
+// until *raw is reused.
+func appendClaims(claims []policy.Claim, raw *[]byte, payload string, names []string) ([]policy.Claim, bool) {
+	var err error
+	src := unsafe.Slice(unsafe.StringData(payload), len(payload)) // read only
+	if *raw, err = base64.RawURLEncoding.AppendDecode((*raw)[:0], bytes.TrimRight(src, "=")); err != nil {
+		return claims, false
+	}
+	at := len(claims)
+	add := func(name, value string) {
+		if names == nil {
+			claims = append(claims, policy.Claim{Name: name, Value: value})
+		} else if i := slices.Index(names, name); i >= 0 {
+			claims = append(claims, policy.Claim{Name: names[i], Value: value})
+		}
+	}
+	if scanFlatClaims(*raw, add) {
+		return claims, true
+	}
+	claims = claims[:at] // what the fast path took before it gave up
+	all := slowClaims(*raw)
+	for _, c := range all {
+		add(c.Name, c.Value)
+	}
+	return claims, all != nil
 }
 
 // DecodeClaims returns the top-level claims of the JWT in an Authorization header value
@@ -244,17 +256,12 @@ func jwtPayload(auth string) (string, bool) {
 // decodePayload decodes a JWT payload segment into its claims (DecodeClaims), or returns nil
 // when it is not a JSON object. A payload without claims decodes to an empty, non-nil list.
 func decodePayload(payload string) []policy.Claim {
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(payload, "="))
-	if err != nil {
+	var raw []byte // its own: the claims view it
+	claims, ok := appendClaims(make([]policy.Claim, 0, 4), &raw, payload, nil)
+	if !ok {
 		return nil
 	}
-	claims := make([]policy.Claim, 0, 4)
-	if scanFlatClaims(raw, func(name, value string) {
-		claims = append(claims, policy.Claim{Name: strings.Clone(name), Value: strings.Clone(value)})
-	}) {
-		return claims
-	}
-	return slowClaims(raw)
+	return claims
 }
 
 // slowClaims decodes a JWT payload that scanFlatClaims does not take, with json.Unmarshal, into
@@ -322,8 +329,8 @@ func isNumberText(v []byte) bool {
 }
 
 // scanFlatClaims reads the common payload, a JSON object of plain values, without reflection,
-// calling fn with each claim's name and value, in order, as views of raw (or constants): fn
-// copies what it keeps. json.Unmarshal was most of the cost of a token, and most tokens in a
+// calling fn with each claim's name and value, in order, as views of raw (or constants), valid
+// while raw is. json.Unmarshal was most of the cost of a token, and most tokens in a
 // log are seen once. It gives up (false) on anything outside that subset, leaving it to
 // json.Unmarshal (slowClaims), perhaps after some calls of fn: nested values, strings with
 // escapes or bytes outside printable ASCII, and malformed JSON. What it accepts is valid JSON,
