@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -72,6 +73,9 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	opts.Headers = append(append([]string(nil), opts.Headers...), HeadersFor(cfg.Sim.Model)...)
 	if a := cfg.Sim.Assign; a.Kind != "round-robin" && a.Field != "" {
 		opts.Headers = append(opts.Headers, strings.ToLower(a.Field))
+	}
+	if opts.Fields == nil {
+		opts.Fields = replayFields(cfg.Sim.Assign, opts.Headers)
 	}
 	readers, err := openReaders(inputs, opts)
 	defer func() {
@@ -478,6 +482,23 @@ func unseenFields(readers []*accesslog.Reader) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// replayFields are the well-known fields of a record that a replay reads (accesslog.Options.Fields),
+// given its gateway assignment and the headers it captures: the time, the method, path and
+// authority (which sources read as the pseudo-headers), the response code (which it does not
+// read, but a line whose code is not a number is a bad line, and must stay one), the client's
+// addresses, the user agent when a source reads that header, and the field an assignment names.
+// The protocol, request ID and upstream host of most logs are left unread.
+func replayFields(a Assignment, headers []string) []string {
+	fields := []string{"start_time", "method", "path", "authority", "response_code", "x_forwarded_for", "downstream_remote_address"}
+	if slices.ContainsFunc(headers, func(h string) bool { return strings.EqualFold(h, "user-agent") }) {
+		fields = append(fields, "user_agent")
+	}
+	if a.Kind != "round-robin" && slices.Contains(accesslog.FieldNames(), a.Field) {
+		fields = append(fields, a.Field)
+	}
+	return fields
 }
 
 // HeadersFor lists the request headers a model's sources read, plus the Authorization header

@@ -57,7 +57,9 @@ func TestRunExample(t *testing.T) {
 }
 
 // Run prepares records on its reading goroutine; its report must equal replaying the same
-// records one by one with Replay. Field assignment adds gateways during the replay.
+// records one by one with Replay, which reads every field of a record. Field assignment adds
+// gateways during the replay; an assignment by a field that the replay otherwise leaves unread
+// (replayFields) must read it.
 func TestRunMatchesReplay(t *testing.T) {
 	m, err := schema.Load("../policies")
 	if err != nil {
@@ -67,7 +69,7 @@ func TestRunMatchesReplay(t *testing.T) {
 	if err := traffic.Write(&log, traffic.Config{Seed: 2, Lines: 20000}); err != nil {
 		t.Fatal(err)
 	}
-	for _, assign := range []string{"round-robin", "field:hostname"} {
+	for _, assign := range []string{"round-robin", "field:hostname", "hash:upstream_host", "field:user_agent"} {
 		a, err := ParseAssignment(assign)
 		if err != nil {
 			t.Fatal(err)
@@ -254,5 +256,39 @@ func TestRunUnseenFields(t *testing.T) {
 	}
 	if ws := report.Warnings(r); len(ws) == 0 || !strings.Contains(strings.Join(ws, "\n"), `no record had a value for the key "apikey"`) {
 		t.Errorf("warnings: got %q, want one about apikey", ws)
+	}
+}
+
+// A replay reads the fields its sources and its gateway assignment need, and not the protocol,
+// request ID or upstream host otherwise.
+func TestReplayFields(t *testing.T) {
+	for _, tt := range []struct {
+		assign  string
+		headers []string
+		want    []string // of protocol, user_agent, request_id, upstream_host
+	}{
+		{"round-robin", []string{"authorization", "x-tenant-id"}, nil},
+		{"round-robin", []string{"authorization", "User-Agent"}, []string{"user_agent"}},
+		{"hash:request_id", nil, []string{"request_id"}},
+		{"field:upstream_host", []string{"upstream_host"}, []string{"upstream_host"}},
+		{"hash:x-node", []string{"x-node"}, nil},
+	} {
+		a, err := ParseAssignment(tt.assign)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := replayFields(a, tt.headers)
+		var got []string
+		for _, f := range []string{"protocol", "user_agent", "request_id", "upstream_host"} {
+			if slices.Contains(fields, f) {
+				got = append(got, f)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s with headers %q: reads %q of the optional fields, want %q", tt.assign, tt.headers, got, tt.want)
+		}
+		if !slices.Contains(fields, "start_time") || !slices.Contains(fields, "downstream_remote_address") {
+			t.Errorf("%s: fields %q lack the time or the address", tt.assign, fields)
+		}
 	}
 }

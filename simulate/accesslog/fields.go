@@ -158,9 +158,25 @@ func (r *fieldRanks) reset() {
 	r.headers = r.headers[:0]
 }
 
+// readFields returns which well-known fields Options.Fields names, all of them for nil.
+func readFields(names []string) (read [fieldHeader]bool, err error) {
+	for f := range read {
+		read[f] = names == nil
+	}
+	for _, name := range names {
+		f, ok := fieldByName[name]
+		if !ok || f == fieldClientIP {
+			return read, fmt.Errorf("accesslog: %q is not a well-known field (%s)", name, strings.Join(FieldNames(), ", "))
+		}
+		read[f] = true
+	}
+	return read, nil
+}
+
 // keyTable maps log keys to targets for one reader. Mapped keys replace the defaults of the
-// field they name.
-func keyTable(m Mapping, headers []string) map[string]target {
+// field they name. The default keys of a field read does not mark have a target without a
+// field, which the parsers skip, but which keeps a captured header from taking the key.
+func keyTable(m Mapping, headers []string, read [fieldHeader]bool) map[string]target {
 	t := map[string]target{}
 	mapped := map[field]bool{}
 	mappedHeader := map[string]bool{}
@@ -184,6 +200,9 @@ func keyTable(m Mapping, headers []string) map[string]target {
 		for i, k := range keys {
 			if _, taken := t[k]; !taken {
 				t[k] = target{f: f, fold: headerKeys[k], rank: uint8(i)}
+				if !read[f] {
+					t[k] = target{fold: headerKeys[k]}
+				}
 			}
 		}
 	}

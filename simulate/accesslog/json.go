@@ -294,7 +294,7 @@ func (p *jsonParser) key(sc *jsonScan, prefix string, pos int) (string, *target,
 			p.predicted[pos] = p.unmapped(key)
 		}
 	}
-	if e == nil {
+	if e == nil || e.tg.f == fieldNone {
 		return path, nil, nil
 	}
 	return path, &e.tg, nil

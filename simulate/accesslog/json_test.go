@@ -17,11 +17,13 @@ import (
 
 // jsonOptions are the key tables FuzzParseJSON parses each line with: the default keys with
 // captured headers (matched in any case), mappings into nested objects and of the timestamp,
-// and a mapped header whose key differs from its name only in case.
+// a mapped header whose key differs from its name only in case, and some fields left unread
+// (Options.Fields), one of them read from a mapped key all the same.
 var jsonOptions = []Options{
 	{Headers: []string{"x-tenant-id", "authorization", "x-api-key"}},
 	{Mapping: Mapping{"x-tenant-id": "a.b", "start_time": "ts", "x-plan": "plan"}, Headers: []string{"user-agent"}},
 	{Mapping: Mapping{"path": "req.path.raw", "x-org": "Org", "method": "m"}, Headers: []string{"x-api-key"}},
+	{Fields: []string{"start_time", "path", "response_code"}, Mapping: Mapping{"request_id": "rid"}, Headers: []string{"user-agent", "x-tenant-id"}},
 }
 
 // FuzzParseJSON checks the JSON parser against the one before it was made faster (oracle_test.go),
@@ -65,14 +67,23 @@ func FuzzParseJSON(f *testing.F) {
 }
 
 func newTestParser(opts Options) *jsonParser {
-	return newJSONParser(newKeyIndex(keyTable(opts.Mapping, opts.Headers)), len(opts.Mapping))
+	return newJSONParser(newKeyIndex(testKeyTable(opts)), len(opts.Mapping))
+}
+
+// testKeyTable is the key table of a reader with opts, whose Fields must be valid.
+func testKeyTable(opts Options) map[string]target {
+	read, err := readFields(opts.Fields)
+	if err != nil {
+		panic(err)
+	}
+	return keyTable(opts.Mapping, opts.Headers, read)
 }
 
 // checkJSONOracle parses lines in turn with one parser and with the oracle, under key table
 // number i.
 func checkJSONOracle(t *testing.T, i int, lines []string, opts Options) {
 	t.Helper()
-	keys := keyTable(opts.Mapping, opts.Headers)
+	keys := testKeyTable(opts)
 	p := newJSONParser(newKeyIndex(keys), len(opts.Mapping))
 	o := newOracleParser(newOracleIndex(keys), len(opts.Mapping))
 	var got, want Record
@@ -158,5 +169,42 @@ func TestParseJSONNoAllocs(t *testing.T) {
 	}
 	if rec.Path == "" || len(p.unknown) != maxUnknown {
 		t.Errorf("path %q, %d unknown keys kept; want a path and %d", rec.Path, len(p.unknown), maxUnknown)
+	}
+}
+
+// Fields the caller does not read are left empty, their values skipped but still checked; their
+// keys stay theirs, so a captured header of the same name does not take them; a mapped key is
+// read whatever Fields says; and a name that is no well-known field is refused.
+func TestFieldsLeavesOthersEmpty(t *testing.T) {
+	const line = `{"start_time":"2024-05-01T12:00:00.001Z","method":"GET","path":"/a","protocol":"HTTP/2",` +
+		`"user_agent":"curl/8","request_id":"r-1","upstream_host":"10.0.0.1:80","rid":"mapped","x-tenant-id":"acme"}`
+	opts := Options{Fields: []string{"start_time", "path"}, Mapping: Mapping{"upstream_host": "rid"}, Headers: []string{"user-agent", "x-tenant-id"}}
+	rd, err := NewReader("t.log", strings.NewReader(line+"\n"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Record
+	if err := rd.Read(&rec); err != nil {
+		t.Fatal(err)
+	}
+	want := Record{File: "t.log", Line: 1, TimeMs: rec.TimeMs, Path: "/a", Upstream: "mapped",
+		Headers: []Header{{Name: "x-tenant-id", Value: "acme"}}}
+	if rec.TimeMs <= 0 || !reflect.DeepEqual(rec, want) {
+		t.Errorf("got %+v, want %+v", rec, want)
+	}
+	// An unread value is checked as a read one is.
+	bad := strings.Replace(line, `"r-1"`, `"r\x-1"`, 1)
+	rd, err = NewReader("t.log", strings.NewReader(bad+"\n"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *LineError
+	if err := rd.Read(&rec); !errors.As(err, &le) || !errors.Is(err, errJSON) {
+		t.Errorf("a bad escape in an unread field: got %v, want a bad line", err)
+	}
+	for _, name := range []string{"client_ip", "x-tenant-id", "Path"} {
+		if _, err := NewReader("t.log", strings.NewReader(line+"\n"), Options{Fields: []string{name}}); err == nil {
+			t.Errorf("Fields %q: no error", name)
+		}
 	}
 }
