@@ -494,6 +494,40 @@ func TestStringSpecials(t *testing.T) {
 
 func wordOf(s string) uint64 { return stringWord(s, 0) }
 
+// plainEnd finds the first special byte from any start, whether it lies in a 16-byte block
+// (plainBlocks, in assembly on amd64), in an eight-byte word or in the bytes after the last
+// word, with every byte value in that place and plain or high bytes around it.
+func TestPlainEnd(t *testing.T) {
+	special := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+	want := func(s string, i int) int {
+		for ; i < len(s); i++ {
+			if special(s[i]) {
+				break
+			}
+		}
+		return i
+	}
+	for _, fill := range []byte{'a', 0x7f, 0x80, 0xe2, 0xff} {
+		for n := 0; n <= 40; n++ {
+			base := strings.Repeat(string([]byte{fill}), n)
+			for start := 0; start <= n+1; start++ {
+				if got, w := plainEnd(base, start), max(start, n); got != w && start <= n {
+					t.Fatalf("%d bytes %#x from %d: got %d, want %d", n, fill, start, got, w)
+				}
+				for pos := start; pos < n; pos++ {
+					for c := 0; c < 256; c++ {
+						b := []byte(base)
+						b[pos] = byte(c)
+						if got, w := plainEnd(string(b), start), want(string(b), start); got != w {
+							t.Fatalf("%d bytes %#x, %#x at %d, from %d: got %d, want %d", n, fill, c, pos, start, got, w)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestIsSmallInt(t *testing.T) {
 	for _, tt := range []struct {
 		lit  string

@@ -1,0 +1,49 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func plainBlocks(s string, i int) int
+//
+// For each 16-byte block of s from i: X4 marks its quotes, backslashes and control characters
+// (bytes of at most 0x1f, those whose maximum with 0x1f is 0x1f), PMOVMSKB gathers the marks
+// into a bit a byte, and the lowest set bit is the first such byte.
+TEXT ·plainBlocks(SB), NOSPLIT, $0-32
+	MOVQ	s_base+0(FP), SI
+	MOVQ	s_len+8(FP), BX
+	MOVQ	i+16(FP), CX
+	MOVQ	$0x2222222222222222, AX // '"' in every byte
+	MOVQ	AX, X1
+	PUNPCKLQDQ	X1, X1
+	MOVQ	$0x5c5c5c5c5c5c5c5c, AX // '\\'
+	MOVQ	AX, X2
+	PUNPCKLQDQ	X2, X2
+	MOVQ	$0x1f1f1f1f1f1f1f1f, AX // the last control character
+	MOVQ	AX, X3
+	PUNPCKLQDQ	X3, X3
+
+block:
+	LEAQ	16(CX), DX
+	CMPQ	DX, BX
+	JHI	short // the block does not fit (or i is past len(s)): plainEnd goes on from i
+	MOVOU	(SI)(CX*1), X0
+	MOVOU	X0, X4
+	PCMPEQB	X1, X4
+	MOVOU	X0, X5
+	PCMPEQB	X2, X5
+	POR	X5, X4
+	PMAXUB	X3, X0
+	PCMPEQB	X3, X0
+	POR	X0, X4
+	PMOVMSKB	X4, AX
+	TESTL	AX, AX
+	JNZ	found
+	MOVQ	DX, CX
+	JMP	block
+
+found:
+	BSFL	AX, AX
+	ADDQ	AX, CX
+
+short:
+	MOVQ	CX, ret+24(FP)
+	RET
