@@ -40,6 +40,9 @@ type RulePlan struct {
 	Lease LeaseConfig
 
 	keyPrefix []byte // AppendKey(nil, Domain, Rule.Name), for AppendKey
+	// matchKeys are AppendKeyPart(nil, Rule.Match[i].Key), for AppendKey: the entries of a
+	// descriptor the rule matched have those keys.
+	matchKeys []string
 }
 
 // PlanRule compiles rule r of domain. Its errors name the limit or setting at fault, not the
@@ -57,18 +60,28 @@ func PlanRule(domain string, r *policy.Rule) (*RulePlan, error) {
 		Domain: domain, Rule: r, Limits: limits, Fallback: fallback, DefaultFallback: DefaultFallbackLimits(r, limits),
 		Shards: ruleShards(r),
 		Cost:   max(r.Limits[0].Cost, 1), FailClosed: r.FailureMode == policy.FailClosed,
-		Lease: LeaseSettings(r.Lease), keyPrefix: AppendKey(nil, domain, r.Name),
+		Lease: LeaseSettings(r.Lease), keyPrefix: AppendKey(nil, domain, r.Name), matchKeys: matchKeyParts(r),
 	}, nil
 }
 
+// matchKeyParts returns the key part of each of r's match entries' keys, as AppendKeyPart
+// appends it.
+func matchKeyParts(r *policy.Rule) []string {
+	parts := make([]string, len(r.Match))
+	for i, m := range r.Match {
+		parts[i] = string(AppendKeyPart(nil, m.Key))
+	}
+	return parts
+}
+
 // AppendKey is AppendRuleKey(dst, p.Domain, p.Rule, entries) with the start of the key, the
-// escaped domain and rule name, worked out once by PlanRule: a replay builds a key for every
-// rule that every logged request selects.
+// escaped domain and rule name, and the escaped keys of the rule's entries worked out once by
+// PlanRule: a replay builds a key for every rule that every logged request selects.
 func (p *RulePlan) AppendKey(dst []byte, entries []policy.Entry) []byte {
 	if p.keyPrefix == nil {
 		return AppendRuleKey(dst, p.Domain, p.Rule, entries)
 	}
-	return appendRuleEntries(append(dst, p.keyPrefix...), p.Rule, entries)
+	return appendRuleEntries(append(dst, p.keyPrefix...), p.Rule, entries, p.matchKeys)
 }
 
 // Override returns the limits of a descriptor that overrides the rule's limits with requests
@@ -154,18 +167,25 @@ func LeaseSettings(p policy.Lease) LeaseConfig {
 // descriptor has no such entry). The enforcer, simulate and journal replays all build keys
 // here, so that one key names one bucket everywhere. It does not allocate when dst has room.
 func AppendRuleKey(dst []byte, domain string, r *policy.Rule, entries []policy.Entry) []byte {
-	return appendRuleEntries(AppendKey(dst, domain, r.Name), r, entries)
+	return appendRuleEntries(AppendKey(dst, domain, r.Name), r, entries, nil)
 }
 
-// appendRuleEntries appends the part of rule r's key that follows its domain and name.
-func appendRuleEntries(dst []byte, r *policy.Rule, entries []policy.Entry) []byte {
+// appendRuleEntries appends the part of rule r's key that follows its domain and name. An
+// entry whose key is that of r's match entry at its place takes matchKeys' part for it, when
+// there is one (RulePlan.matchKeys).
+func appendRuleEntries(dst []byte, r *policy.Rule, entries []policy.Entry, matchKeys []string) []byte {
 	shards := ruleShards(r)
 	matched := entries
 	if shards > 0 && len(entries) > len(r.Match) {
 		matched = entries[:len(entries)-1]
 	}
-	for _, e := range matched {
-		dst = AppendKeyPart(AppendKeyPart(dst, e.Key), e.Value)
+	for i, e := range matched {
+		if i < len(matchKeys) && e.Key == r.Match[i].Key {
+			dst = append(dst, matchKeys[i]...)
+		} else {
+			dst = AppendKeyPart(dst, e.Key)
+		}
+		dst = AppendKeyPart(dst, e.Value)
 	}
 	if shards > 0 {
 		shard := 0

@@ -116,15 +116,16 @@ func TestAppendRuleKey(t *testing.T) {
 }
 
 // FuzzPlanAppendKey checks that a plan builds the keys AppendRuleKey builds, with and without
-// the sub-shard entry, and when the plan was not made by PlanRule.
+// the sub-shard entry, when an entry's key is not the rule's (the plan's escaped match keys do
+// not apply), and when the plan was not made by PlanRule.
 func FuzzPlanAppendKey(f *testing.F) {
-	f.Add("edge", "per-tenant", "acme", "10.0.0.7")
-	f.Add("a:b", "{r}", "x%3Ay", "")
-	f.Add("", "", ":", "::1")
-	f.Fuzz(func(t *testing.T, domain, name, value, ip string) {
+	f.Add("edge", "per-tenant", "tenant", "acme", "10.0.0.7")
+	f.Add("a:b", "{r}", "t{1}", "x%3Ay", "")
+	f.Add("", "", "", ":", "::1")
+	f.Fuzz(func(t *testing.T, domain, name, key, value, ip string) {
 		limits := []policy.Limit{{Requests: 10, WindowMs: 1000}}
-		plain := &policy.Rule{Name: name, Limits: limits, Match: []policy.Match{{Key: "tenant", Kind: policy.MatchAny}}}
-		sharded := &policy.Rule{Name: name, Limits: limits, Match: []policy.Match{{Key: "tenant", Kind: policy.MatchAny}},
+		plain := &policy.Rule{Name: name, Limits: limits, Match: []policy.Match{{Key: key, Kind: policy.MatchAny}}}
+		sharded := &policy.Rule{Name: name, Limits: limits, Match: []policy.Match{{Key: key, Kind: policy.MatchAny}},
 			SubShards: &policy.SubShards{Count: 8, Attribute: "ip"}}
 		for _, r := range []*policy.Rule{plain, sharded} {
 			p, err := PlanRule(domain, r)
@@ -132,7 +133,8 @@ func FuzzPlanAppendKey(f *testing.F) {
 				t.Fatal(err)
 			}
 			bare := &RulePlan{Domain: domain, Rule: r}
-			for _, ents := range [][]policy.Entry{{{Key: "tenant", Value: value}}, {{Key: "tenant", Value: value}, {Key: "ip", Value: ip}}} {
+			for _, ents := range [][]policy.Entry{{{Key: key, Value: value}}, {{Key: key, Value: value}, {Key: "ip", Value: ip}},
+				{{Key: key + ":", Value: value}}} {
 				want := string(AppendRuleKey([]byte("x"), domain, r, ents))
 				if got := string(p.AppendKey([]byte("x"), ents)); got != want {
 					t.Fatalf("rule %q of %q, entries %v: got %q, want %q", name, domain, ents, got, want)
