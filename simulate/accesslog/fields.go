@@ -198,12 +198,14 @@ func keyTable(m Mapping, headers []string, read [fieldHeader]bool) map[string]ta
 			continue
 		}
 		for i, k := range keys {
-			if _, taken := t[k]; !taken {
-				t[k] = target{f: f, fold: headerKeys[k], rank: uint8(i)}
-				if !read[f] {
-					t[k] = target{fold: headerKeys[k]}
-				}
+			if _, taken := t[k]; taken {
+				continue
 			}
+			tg := target{f: f, fold: headerKeys[k], rank: uint8(i)}
+			if !read[f] {
+				tg = target{fold: headerKeys[k]}
+			}
+			t[k] = tg
 		}
 	}
 	for _, h := range headers {

@@ -48,10 +48,11 @@ type Options struct {
 	// replaced by '_', or as mapped; unmapped, the name matches in any case (X-Tenant-Id).
 	Headers []string
 	// Fields are the well-known fields (FieldNames) the caller reads, or nil for all of them.
-	// The others are left empty: their default keys are skipped as unknown keys are (a value
-	// is still checked as JSON, but not stored), which spares a parser the values a replay
-	// never reads, a fifth of a log line's. Their keys stay theirs, so a captured header does
-	// not take them, and a field with a mapped key (Mapping) is read whatever Fields says.
+	// In JSON and CSV logs the others are left empty: their default keys are skipped as
+	// unknown keys are (a value is still checked as JSON, but not stored), which spares a
+	// parser the values a replay never reads, a fifth of a log line's. Their keys stay theirs,
+	// so a captured header does not take them, and a field with a mapped key (Mapping) is read
+	// whatever Fields says. Envoy's text format has its fields by position and fills them all.
 	Fields []string
 }
 
