@@ -17,6 +17,8 @@
 // should strings.Clone it: for memory, and with ReadArena for correctness.
 package accesslog
 
+import "strings"
+
 // Record is one request from an access log. Missing values are empty (Envoy's "-" reads as
 // empty); TimeMs is Unix milliseconds, and a line without a timestamp is a bad line, not a
 // record.
@@ -127,19 +129,11 @@ func stripPort(a string) string {
 		}
 		return a
 	}
-	colon := -1
-	for i := 0; i < len(a); i++ {
-		if a[i] == ':' {
-			if colon >= 0 {
-				return a // two colons: a bare IPv6 address
-			}
-			colon = i
-		}
+	colon := strings.IndexByte(a, ':')
+	if colon < 0 || strings.IndexByte(a[colon+1:], ':') >= 0 {
+		return a // no port, or two colons: a bare IPv6 address
 	}
-	if colon >= 0 {
-		return a[:colon]
-	}
-	return a
+	return a[:colon]
 }
 
 func trimSpace(s string) string {
