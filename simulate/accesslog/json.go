@@ -359,17 +359,20 @@ func (sc *jsonScan) ws() {
 // literal skips a number, true, false or null, checking its characters loosely.
 func (sc *jsonScan) literal() error {
 	start := sc.i
+	digits := true // so far only digits: most literals in logs are counts, codes and sizes
 	for sc.i < len(sc.s) {
 		c := sc.s[sc.i]
-		if (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-' || c == '+' || c == '.' || c == 'E' {
-			sc.i++
-			continue
+		if !literalBytes[c] {
+			break
 		}
-		break
+		digits = digits && c-'0' < 10
+		sc.i++
 	}
 	switch lit := sc.s[start:sc.i]; {
 	case lit == "":
 		return sc.errAt("want a value")
+	case digits && len(lit) <= 18:
+		return nil // isSmallInt's case without its second pass
 	case lit == "true", lit == "false", lit == "null":
 		return nil
 	case isSmallInt(lit):
@@ -384,6 +387,22 @@ func (sc *jsonScan) literal() error {
 	sc.i = start
 	return sc.errAt("want a value")
 }
+
+// literalBytes are the bytes literal takes into a literal: digits, lower-case letters, the
+// signs, the decimal point and the exponent's 'E': one table lookup a byte where six tests took
+// about a tenth of the instructions of parsing a line.
+var literalBytes = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+	}
+	for _, c := range "-+.E" {
+		t[c] = true
+	}
+	return t
+}()
 
 // isSmallInt reports whether lit is an optional '-' and 1 to 18 digits, a number ParseFloat
 // accepts.
