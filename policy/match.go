@@ -57,7 +57,44 @@ type wildcard struct {
 // Compile builds the descriptor tree that Lookup uses. Lookup calls it on first use; calling it
 // when a domain is loaded keeps that work off the request path. It is safe for concurrent use.
 func (d *Domain) Compile() {
-	d.matcher.once.Do(func() { d.matcher.root = buildTree(d.Rules) })
+	d.matcher.once.Do(func() {
+		root := buildTree(d.Rules)
+		keys := make(map[string]string, len(d.Sources))
+		for _, s := range d.Sources {
+			keys[s.Key] = s.Key
+		}
+		root.intern(keys)
+		d.matcher.root = root
+	})
+}
+
+// intern gives the keys of n's subtree the strings of keys where they are equal, the domain's
+// sources' own: entries built from the sources (a replay's) then carry the very strings the tree
+// compares them with, and a comparison ends at their pointers instead of reading their bytes.
+func (n *node) intern(keys map[string]string) {
+	for i := range n.exact {
+		x := &n.exact[i]
+		if k, ok := keys[x.key]; ok {
+			x.key = k
+		}
+		for _, c := range x.byValue {
+			c.intern(keys)
+		}
+	}
+	for i := range n.wildcards {
+		w := &n.wildcards[i]
+		if k, ok := keys[w.key]; ok {
+			w.key = k
+		}
+		w.next.intern(keys)
+	}
+	for i := range n.any {
+		a := &n.any[i]
+		if k, ok := keys[a.key]; ok {
+			a.key = k
+		}
+		a.next.intern(keys)
+	}
 }
 
 // Lookup returns the rule that the descriptor entries select, with envoyproxy/ratelimit's

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func rule(name string, match ...Match) *Rule { return &Rule{Name: name, Match: match} }
@@ -312,5 +313,36 @@ func TestLookupIndexOfDuplicateMatch(t *testing.T) {
 	}
 	if r, _ := d.Lookup(entries(e("tenant", "acme"))); r != d.Rules[1] {
 		t.Errorf("Lookup: got %v, want rule first", r)
+	}
+}
+
+// Compile gives the tree's keys the strings of the domain's sources, so that an entry built from
+// a source compares with a node's key by pointer; a key no source has stays as the rule wrote it.
+func TestCompileInternsSourceKeys(t *testing.T) {
+	src := func(k string) *Source { return &Source{Key: strings.Clone(k), Kind: SourceHeader, Header: "x-" + k} }
+	d := &Domain{Name: "edge", Sources: []*Source{src("tenant"), src("path"), src("plan")},
+		Rules: []*Rule{
+			rule("a", exact(strings.Clone("tenant"), "acme"), wild(strings.Clone("path"), "/v1/*")),
+			rule("b", anyValue(strings.Clone("plan"))),
+			rule("c", anyValue(strings.Clone("orphan"))),
+		}}
+	d.Compile()
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	root := d.matcher.root
+	x := root.exact[0]
+	if !same(x.key, d.Sources[0].Key) {
+		t.Errorf("exact child key %q is not the source's string", x.key)
+	}
+	if w := x.byValue["acme"].wildcards[0]; !same(w.key, d.Sources[1].Key) {
+		t.Errorf("wildcard child key %q is not the source's string", w.key)
+	}
+	if a := root.any[0]; !same(a.key, d.Sources[2].Key) {
+		t.Errorf("key-only child key %q is not the source's string", a.key)
+	}
+	if a := root.any[1]; a.key != "orphan" {
+		t.Errorf("a key without a source: got %q", a.key)
+	}
+	if r, ok := d.Lookup([]Entry{{Key: d.Sources[0].Key, Value: "acme"}, {Key: "path", Value: "/v1/x"}}); !ok || r.Name != "a" {
+		t.Errorf("lookup after interning: got %v, %v", r, ok)
 	}
 }
