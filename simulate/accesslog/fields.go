@@ -403,21 +403,12 @@ func fastRFC3339UTC(s string) (int64, bool) {
 	if len(s) < 20 || s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
 		return 0, false
 	}
-	num := func(a, b int) int {
-		n := 0
-		for i := a; i < b; i++ {
-			c := s[i]
-			if c < '0' || c > '9' {
-				return -1
-			}
-			n = n*10 + int(c-'0')
-		}
-		return n
-	}
-	y, mo, d, h, mi, se := num(0, 4), num(5, 7), num(8, 10), num(11, 13), num(14, 16), num(17, 19)
-	if y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 60 {
+	c, y2 := twoDigits(s, 0), twoDigits(s, 2)
+	mo, d, h, mi, se := twoDigits(s, 5), twoDigits(s, 8), twoDigits(s, 11), twoDigits(s, 14), twoDigits(s, 17)
+	if c < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 60 {
 		return 0, false
 	}
+	y := c*100 + y2
 	ms := 0
 	if s[19] == '.' {
 		frac := s[20 : len(s)-1]
@@ -444,6 +435,16 @@ func fastRFC3339UTC(s string) (int64, bool) {
 	}
 	days := daysFromCivil(y, mo, d)
 	return ((days*24+int64(h))*60+int64(mi))*60_000 + int64(se)*1000 + int64(ms), true
+}
+
+// twoDigits is the number the two decimal digits of s at i write, or -1 when they are not two
+// digits.
+func twoDigits(s string, i int) int {
+	a, b := uint(s[i])-'0', uint(s[i+1])-'0'
+	if a > 9 || b > 9 {
+		return -1
+	}
+	return int(a*10 + b)
 }
 
 // daysFromCivil is the number of days from 1970-01-01 to y-m-d in the proleptic Gregorian

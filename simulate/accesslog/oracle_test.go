@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"testing"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -427,4 +428,70 @@ func (sc *oracleScan) skipComposite() error {
 		}
 	}
 	return sc.errAt("unterminated value")
+}
+
+// oracleRFC3339UTC is fastRFC3339UTC before it read a field's digits two at a time
+// (FuzzFastRFC3339UTC).
+func oracleRFC3339UTC(s string) (int64, bool) {
+	if len(s) < 20 || s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return 0, false
+	}
+	num := func(a, b int) int {
+		n := 0
+		for i := a; i < b; i++ {
+			c := s[i]
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	y, mo, d, h, mi, se := num(0, 4), num(5, 7), num(8, 10), num(11, 13), num(14, 16), num(17, 19)
+	if y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 60 {
+		return 0, false
+	}
+	ms := 0
+	if s[19] == '.' {
+		frac := s[20 : len(s)-1]
+		if frac == "" {
+			return 0, false
+		}
+		for i := 0; i < 3; i++ {
+			ms *= 10
+			if i < len(frac) {
+				c := frac[i]
+				if c < '0' || c > '9' {
+					return 0, false
+				}
+				ms += int(c - '0')
+			}
+		}
+		for i := 3; i < len(frac); i++ {
+			if frac[i] < '0' || frac[i] > '9' {
+				return 0, false
+			}
+		}
+	} else if len(s) != 20 {
+		return 0, false
+	}
+	days := daysFromCivil(y, mo, d)
+	return ((days*24+int64(h))*60+int64(mi))*60_000 + int64(se)*1000 + int64(ms), true
+}
+
+// FuzzFastRFC3339UTC checks fastRFC3339UTC against oracleRFC3339UTC: the same time, or the same
+// refusal, for any text.
+func FuzzFastRFC3339UTC(f *testing.F) {
+	for _, s := range []string{"2024-05-01T12:00:00.001Z", "2024-05-01T12:00:00Z", "1999-12-31T23:59:60.999999Z",
+		"2024-05-01T12:00:00.Z", "2024-13-01T12:00:00Z", "2024-05-01T24:00:00Z", "20a4-05-01T12:00:00Z",
+		"2024-05-01T12:00:00.0a1Z", "0000-01-01T00:00:00Z", "2024-05-01T12:0/:00Z", "2024-05-01T12:00:00+00:00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := fastRFC3339UTC(s)
+		want, wantOK := oracleRFC3339UTC(s)
+		if got != want || ok != wantOK {
+			t.Fatalf("%q: got %d, %v; the oracle %d, %v", s, got, ok, want, wantOK)
+		}
+	})
 }
