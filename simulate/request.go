@@ -30,10 +30,12 @@ type requestBuilder struct {
 	// claimNames are the claims a token keeps (claimNames): the ones the sources read.
 	claimNames []string
 
-	// Scratch of Simulator.prepare, which runs on the builder's goroutine: a descriptor's
-	// entries and a TLS-fingerprint user. Here, one of each per goroutine stays in its
-	// cache; in each prepared record they were 1,024 of each a chunk, cold at every use.
-	entries []policy.Entry
+	// Scratch of Simulator.prepare, which runs on the builder's goroutine: each descriptor
+	// shape's entries, their keys set once (Simulator.shapeEntries) and their values each
+	// request's, by domain and shape; and a TLS-fingerprint user. Here, one of each per
+	// goroutine stays in its cache; in each prepared record they were 1,024 of each a chunk,
+	// cold at every use.
+	entries [][][]policy.Entry
 	user    []byte
 	// Scratch of tokenOf: a payload decoded, and the claims kept of it, viewing it.
 	payload []byte

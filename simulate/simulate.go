@@ -451,19 +451,21 @@ func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Reco
 func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffers) {
 	p.matched = false
 	hitsAt, keysAt := len(buf.hits), len(buf.keys)
+	if rb.entries == nil {
+		rb.entries = s.shapeEntries()
+	}
 	for di, ds := range s.domains {
 		values, oks := s.valuesAt(p, di)
 		for si, shape := range ds.shapes {
-			entries := rb.entries[:0]
+			entries := rb.entries[di][si]
 			ok := true
-			for _, i := range shape {
+			for j, i := range shape {
 				if !oks[i] {
 					ok = false
 					break
 				}
-				entries = append(entries, policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]})
+				entries[j].Value = values[i]
 			}
-			rb.entries = entries // its capacity, for the next shape
 			if !ok {
 				continue
 			}
@@ -485,6 +487,22 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffer
 		}
 	}
 	p.hits, p.keys = since(buf.hits, hitsAt), since(buf.keys, keysAt)
+}
+
+// shapeEntries returns a descriptor's entries for each shape of each domain, by domain and shape,
+// with their keys, for a requestBuilder to fill in the values of each request.
+func (s *Simulator) shapeEntries() [][][]policy.Entry {
+	out := make([][][]policy.Entry, len(s.domains))
+	for di, ds := range s.domains {
+		out[di] = make([][]policy.Entry, len(ds.shapes))
+		for si, shape := range ds.shapes {
+			out[di][si] = make([]policy.Entry, len(shape))
+			for j, i := range shape {
+				out[di][si][j].Key = ds.d.Sources[i].Key
+			}
+		}
+	}
+	return out
 }
 
 // valuesAt returns domain di's source values and oks within p.
