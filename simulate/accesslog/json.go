@@ -169,8 +169,9 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 		sc.i++
 		return nil
 	}
+	// White space between tokens is skipped where a token is expected and another byte is
+	// found, not tested for before every token: compact logs, most logs, have none.
 	for pos := 0; ; pos++ {
-		sc.ws()
 		var path string
 		var tg *target
 		if e := p.predictedAt(sc, prefix, pos); e != nil {
@@ -180,6 +181,7 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 				tg = &e.tg
 			}
 		} else {
+			sc.ws()
 			var err error
 			if path, tg, err = p.key(sc, prefix, pos); err != nil {
 				return err
@@ -190,7 +192,7 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 			}
 			sc.i++
 		}
-		sc.ws()
+	value:
 		if sc.i >= len(sc.s) {
 			return sc.errAt("want a value")
 		}
@@ -215,6 +217,9 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 			if err := sc.skipComposite(); err != nil {
 				return err
 			}
+		case isSpace(c):
+			sc.i++
+			goto value
 		default:
 			start := sc.i
 			if err := sc.literal(); err != nil {
@@ -226,7 +231,7 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 				}
 			}
 		}
-		sc.ws()
+	next:
 		if sc.i >= len(sc.s) {
 			return sc.errAt("unterminated object")
 		}
@@ -236,6 +241,9 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 		case '}':
 			sc.i++
 			return nil
+		case ' ', '\t', '\r', '\n':
+			sc.i++
+			goto next
 		default:
 			return sc.errAt("want ',' or '}'")
 		}
@@ -346,15 +354,13 @@ func (sc *jsonScan) errAt(msg string) error {
 
 func (sc *jsonScan) ws() {
 	// Compact logs have no whitespace between tokens, so the first test usually ends it.
-	for sc.i < len(sc.s) && sc.s[sc.i] <= ' ' {
-		switch sc.s[sc.i] {
-		case ' ', '\t', '\r', '\n':
-			sc.i++
-		default:
-			return
-		}
+	for sc.i < len(sc.s) && isSpace(sc.s[sc.i]) {
+		sc.i++
 	}
 }
+
+// isSpace reports whether c is JSON's white space.
+func isSpace(c byte) bool { return c <= ' ' && (c == ' ' || c == '\t' || c == '\r' || c == '\n') }
 
 // literal skips a number, true, false or null, checking its characters loosely.
 func (sc *jsonScan) literal() error {

@@ -208,3 +208,25 @@ func TestFieldsLeavesOthersEmpty(t *testing.T) {
 		}
 	}
 }
+
+// White space wherever JSON allows it, and control characters where it does not, parse as the
+// oracle parses them (the parser only skips white space where it finds it instead of a token).
+func TestParseJSONWhiteSpace(t *testing.T) {
+	lines := []string{
+		" {\t\"start_time\" :\r\n \"2024-05-01T12:00:00.001Z\" , \"path\":\"/a\" ,\"response_code\" : 200 ,\n\"x-tenant-id\": \"acme\"\t} ",
+		`{"start_time":"2024-05-01T12:00:00.001Z","path": "/a","response_code":200 }`,
+		`{ "start_time":"2024-05-01T12:00:00.001Z" , "nested" : { "a" : [ 1 , 2 ] } , "path" :"/b"}`,
+		"{\"start_time\":\"2024-05-01T12:00:00.001Z\",\"path\":\x01\"/a\"}",
+		"{\"start_time\":\"2024-05-01T12:00:00.001Z\",\"path\":\"/a\"\x01}",
+		"{\"start_time\":\"2024-05-01T12:00:00.001Z\" \x0b,\"path\":\"/a\"}",
+		`{"start_time":"2024-05-01T12:00:00.001Z","path":"/a" `,
+		`{"start_time":"2024-05-01T12:00:00.001Z","path":   `,
+	}
+	for i, opts := range jsonOptions {
+		// Each line twice, and after a compact line: the second parse and the third predict the
+		// keys from the line before.
+		for _, line := range lines {
+			checkJSONOracle(t, i, []string{line, line, lines[1], line}, opts)
+		}
+	}
+}
