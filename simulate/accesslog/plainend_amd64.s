@@ -2,6 +2,17 @@
 
 #include "textflag.h"
 
+// Sixteen copies of a byte each, loaded whole: '"', '\\' and 0x1f, the last control character.
+DATA quotes<>+0(SB)/8, $0x2222222222222222
+DATA quotes<>+8(SB)/8, $0x2222222222222222
+GLOBL quotes<>(SB), RODATA|NOPTR, $16
+DATA backslashes<>+0(SB)/8, $0x5c5c5c5c5c5c5c5c
+DATA backslashes<>+8(SB)/8, $0x5c5c5c5c5c5c5c5c
+GLOBL backslashes<>(SB), RODATA|NOPTR, $16
+DATA controls<>+0(SB)/8, $0x1f1f1f1f1f1f1f1f
+DATA controls<>+8(SB)/8, $0x1f1f1f1f1f1f1f1f
+GLOBL controls<>(SB), RODATA|NOPTR, $16
+
 // func plainBlocks(s string, i int) int
 //
 // For each 16-byte block of s from i: X4 marks its quotes, backslashes and control characters
@@ -11,15 +22,9 @@ TEXT ·plainBlocks(SB), NOSPLIT, $0-32
 	MOVQ	s_base+0(FP), SI
 	MOVQ	s_len+8(FP), BX
 	MOVQ	i+16(FP), CX
-	MOVQ	$0x2222222222222222, AX // '"' in every byte
-	MOVQ	AX, X1
-	PUNPCKLQDQ	X1, X1
-	MOVQ	$0x5c5c5c5c5c5c5c5c, AX // '\\'
-	MOVQ	AX, X2
-	PUNPCKLQDQ	X2, X2
-	MOVQ	$0x1f1f1f1f1f1f1f1f, AX // the last control character
-	MOVQ	AX, X3
-	PUNPCKLQDQ	X3, X3
+	MOVOU	quotes<>(SB), X1
+	MOVOU	backslashes<>(SB), X2
+	MOVOU	controls<>(SB), X3
 
 block:
 	LEAQ	16(CX), DX
