@@ -227,14 +227,16 @@ func (a *addrForms) join(parts ...string) string {
 		}
 		return b.String()
 	}
-	if cap(*a.arena)-len(*a.arena) < n {
-		*a.arena = make([]byte, 0, max(arenaChunk, n))
+	buf := *a.arena // a local slice: appending through the pointer reloads and stores it each time
+	if cap(buf)-len(buf) < n {
+		buf = make([]byte, 0, max(arenaChunk, n))
 	}
-	at := len(*a.arena)
+	at := len(buf)
 	for _, p := range parts {
-		*a.arena = append(*a.arena, p...)
+		buf = append(buf, p...)
 	}
-	return unsafe.String(&(*a.arena)[at], n)
+	*a.arena = buf
+	return unsafe.String(&buf[at], n)
 }
 
 func (a *addrForms) parse(addr string) bool {
