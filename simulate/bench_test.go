@@ -211,7 +211,7 @@ func BenchmarkDecide(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rb := newRequestBuilder(s.claims)
+		rb := s.newBuilder()
 		var buf prepBuffers
 		for j := range recs {
 			s.prepare(&preps[j], rb, &recs[j], &buf)
@@ -248,7 +248,7 @@ func BenchmarkPrepare(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rb := newRequestBuilder(s.claims)
+	rb := s.newBuilder()
 	var p prepared
 	var buf prepBuffers
 	hits := 0

@@ -303,7 +303,7 @@ func (r *runner) parse(ctx context.Context, in <-chan *chunk, out chan<- *chunk)
 	if len(r.readers) == 1 {
 		parser = r.readers[0].NewParser()
 	}
-	rb := newRequestBuilder(r.sim.claims)
+	rb := r.sim.newBuilder()
 	for c := range in {
 		if !c.parsed {
 			sorted := len(c.bad) == 0

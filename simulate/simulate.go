@@ -175,7 +175,7 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	s.domainAt = append(s.domainAt, len(s.sources))
 	s.claims = claimNames(s.sources)
-	s.rb = newRequestBuilder(s.claims)
+	s.rb = s.newBuilder()
 	s.assign = &assigner{a: cfg.Assign, n: cfg.Gateways, byName: map[string]int{}}
 	if cfg.Assign.Kind != "field" {
 		for i := 0; i < cfg.Gateways; i++ {
@@ -451,9 +451,6 @@ func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Reco
 func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffers) {
 	p.matched = false
 	hitsAt, keysAt := len(buf.hits), len(buf.keys)
-	if rb.entries == nil {
-		rb.entries = s.shapeEntries()
-	}
 	for di, ds := range s.domains {
 		values, oks := s.valuesAt(p, di)
 		for si, shape := range ds.shapes {
@@ -487,6 +484,14 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffer
 		}
 	}
 	p.hits, p.keys = since(buf.hits, hitsAt), since(buf.keys, keysAt)
+}
+
+// newBuilder returns a builder of s's requests for one goroutine: its tokens keep the claims
+// s's sources read, and it holds each descriptor shape's entries (shapeEntries).
+func (s *Simulator) newBuilder() *requestBuilder {
+	rb := newRequestBuilder(s.claims)
+	rb.entries = s.shapeEntries()
+	return rb
 }
 
 // shapeEntries returns a descriptor's entries for each shape of each domain, by domain and shape,
