@@ -324,7 +324,9 @@ func TestAssignMissing(t *testing.T) {
 }
 
 // --legit values may be written as reports show identities, KEY=VALUE with KEY a descriptor
-// key; a KEY that is none stays a literal value.
+// key; a KEY that is none stays a literal value. Each case runs with the value alone, which
+// isLegit compares (Simulator.legitFew), and among more than maxLegitFew others of its length,
+// which it looks up in the map.
 func TestLegitKeyValue(t *testing.T) {
 	var recs []accesslog.Record
 	for i := 0; i < 12; i++ { // per-tenant allows 10
@@ -335,9 +337,15 @@ func TestLegitKeyValue(t *testing.T) {
 		legit string
 		want  int64
 	}{{"beta", 2}, {"tenant=beta", 2}, {"nokey=beta", 0}, {"tenant=other", 0}} {
-		r := replay(t, Config{Model: testModel(), Gateways: 1, Legit: []string{tt.legit}}, recs)
-		if got := r.Totals.LegitDenials; got != tt.want {
-			t.Errorf("--legit %s: legit denials %d, want %d", tt.legit, got, tt.want)
+		many := []string{tt.legit}
+		for i := 0; len(many) <= maxLegitFew; i++ {
+			many = append(many, fmt.Sprintf("x%0*d", len(tt.legit)-1, i), fmt.Sprintf("y%0*d", len("beta")-1, i))
+		}
+		for _, legit := range [][]string{{tt.legit}, many} {
+			r := replay(t, Config{Model: testModel(), Gateways: 1, Legit: legit}, recs)
+			if got := r.Totals.LegitDenials; got != tt.want {
+				t.Errorf("--legit %s among %d: legit denials %d, want %d", tt.legit, len(legit), got, tt.want)
+			}
 		}
 	}
 }
