@@ -59,7 +59,9 @@ func tokenKeyOf(payload string) tokenKey {
 type token struct {
 	claims []policy.Claim // as policy.Request.ClaimList holds them; nil when undecodable
 	user   string         // "sub:" + the subject, the shared-NAT check's user; "" without one
-	inline [2]policy.Claim
+	// userHash is userHash(user), worked out once for all the requests that carry the token.
+	userHash uint64
+	inline   [2]policy.Claim
 }
 
 // maxCachedTokens is the size of a generation of requestBuilder.tokens.
@@ -174,6 +176,9 @@ func (b *requestBuilder) decode(payload string) *token {
 	}
 	all := text.String()
 	t.user, all = all[:text.Len()-n], all[text.Len()-n:]
+	if t.user != "" {
+		t.userHash = userHash(t.user)
+	}
 	t.claims = t.inline[:0]
 	for _, c := range kept {
 		t.claims = append(t.claims, policy.Claim{Name: c.Name, Value: all[:len(c.Value)]})

@@ -426,8 +426,9 @@ func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Reco
 	p.timeMs = rec.TimeMs
 	p.hasUser, p.natOK = false, [2]bool{}
 	var user string
+	var uh uint64
 	if tok != nil {
-		user = tok.user
+		user, uh = tok.user, tok.userHash
 	}
 	at := len(buf.values)
 	buf.values, buf.oks = req.AppendValuesIn(buf.values, buf.oks, s.sources, &buf.arena)
@@ -440,10 +441,11 @@ func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Reco
 		if fp != "" {
 			rb.user = append(append(rb.user[:0], "fp:"...), fp...)
 			user = unsafe.String(unsafe.SliceData(rb.user), len(rb.user)) // only its hash is kept
+			uh = userHash(user)
 		}
 	}
 	if user != "" {
-		p.hasUser, p.userHash = true, userHash(user)
+		p.hasUser, p.userHash = true, uh
 		for i := range s.addrSrc {
 			if p.oks[i] {
 				p.natOK[i], p.nat[i] = true, addrHash(p.values[i])
