@@ -157,3 +157,32 @@ func TestTokenCache(t *testing.T) {
 		}
 	}
 }
+
+// A token comes from the recent slots only for its own payload: payloads that share a slot,
+// long and short ones, each get their own token, whether the slot holds it or another's.
+func TestRecentTokens(t *testing.T) {
+	b := newRequestBuilder(claimNames(nil))
+	jwt := func(sub string) string { return "Bearer h." + b64(`{"sub":"`+sub+`","tenant":"t"}`) + ".s" }
+	subs := []string{"a", "b"} // short payloads: under 24 bytes
+	for i := 0; i < 4*recentTokens; i++ {
+		subs = append(subs, fmt.Sprintf("user-%d", i))
+	}
+	slots := map[int]int{}
+	for _, sub := range subs {
+		payload, _ := jwtPayload(jwt(sub))
+		slots[recentSlot(payload)]++
+	}
+	if len(slots) < recentTokens/2 {
+		t.Errorf("%d payloads fill %d of %d slots", len(subs), len(slots), recentTokens)
+	}
+	for round := 0; round < 3; round++ {
+		for i, sub := range subs {
+			if round == 1 {
+				sub = subs[len(subs)-1-i] // the other way round
+			}
+			if got, want := b.tokenOf(jwt(sub)).user, "sub:"+sub; got != want {
+				t.Fatalf("round %d: user %q, want %q", round, got, want)
+			}
+		}
+	}
+}
