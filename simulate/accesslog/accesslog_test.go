@@ -663,3 +663,12 @@ func TestTruncatedGzip(t *testing.T) {
 		t.Errorf("truncated gzip: got %v, want the file, the line and a hint", err)
 	}
 }
+
+// trimEOL trims what bytes.TrimRight(line, "\r\n") trims.
+func TestTrimEOL(t *testing.T) {
+	for _, s := range []string{"", "\n", "\r\n", "\n\r", "a", "a\n", "a\r\n", "a\r\r\n\n", "\r\na", "a\r\nb\r", " \n", "a \t\n"} {
+		if got, want := string(trimEOL([]byte(s))), string(bytes.TrimRight([]byte(s), "\r\n")); got != want {
+			t.Errorf("trimEOL(%q) = %q, want %q", s, got, want)
+		}
+	}
+}

@@ -275,7 +275,7 @@ func (r *Reader) readRaw(arena *[]byte) (string, int64, error) {
 		if len(line) > maxLine {
 			return "", r.line, lineError(r.name, r.line, errLongLine, unsafe.String(unsafe.SliceData(line), len(line)))
 		}
-		line = bytes.TrimRight(line, "\r\n")
+		line = trimEOL(line)
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -289,6 +289,15 @@ func (r *Reader) readRaw(arena *[]byte) (string, int64, error) {
 		*arena = append(*arena, line...)
 		return unsafe.String(unsafe.SliceData((*arena)[at:]), len(line)), r.line, nil
 	}
+}
+
+// trimEOL is bytes.TrimRight(line, "\r\n"), which builds a set of its cutset's bytes on every
+// call: a line ends in one byte of it, or two.
+func trimEOL(line []byte) []byte {
+	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
+		line = line[:len(line)-1]
+	}
+	return line
 }
 
 // readCSVHeader reads the header row, the first non-blank line, into c. An empty log has none
