@@ -250,7 +250,7 @@ type meteredStore struct {
 	st    *ruleStats
 }
 
-func (m meteredStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
+func (m *meteredStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
 	res, err := m.inner.Take(ctx, r)
 	m.sh.storeFailed(err)
 	m.st.out.StoreCalls++
@@ -261,7 +261,7 @@ func (m meteredStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Re
 	return res, err
 }
 
-func (m meteredStore) Return(ctx context.Context, r engine.ReturnRequest) error {
+func (m *meteredStore) Return(ctx context.Context, r engine.ReturnRequest) error {
 	err := m.inner.Return(ctx, r)
 	m.sh.storeFailed(err)
 	return err

@@ -283,7 +283,7 @@ func TestStoreErrorEndsReplay(t *testing.T) {
 	if err := sh.tick(1, nil); err != nil {
 		t.Fatalf("tick before any failure: %v", err)
 	}
-	m := meteredStore{sh: sh, inner: failingStore{}, st: &sh.rules[0].stats}
+	m := &meteredStore{sh: sh, inner: failingStore{}, st: &sh.rules[0].stats}
 	if err := m.Return(context.Background(), engine.ReturnRequest{}); !errors.Is(err, errStoreBug) {
 		t.Fatalf("Return: got %v", err)
 	}

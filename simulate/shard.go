@@ -131,7 +131,7 @@ func (sh *shard) manager(r, g int) *engine.LeaseManager {
 	}
 	if sr.gateway[g] == nil {
 		lc := sh.sim.rules[r].plan.Lease
-		lc.Store, lc.Clock, lc.Dispatcher = meteredStore{sh: sh, inner: sh.store, st: &sr.stats}, sh.clock, sh.disp
+		lc.Store, lc.Clock, lc.Dispatcher = &meteredStore{sh: sh, inner: sh.store, st: &sr.stats}, sh.clock, sh.disp
 		lc.SingleGoroutine, lc.HandlesOnly = true, true // each key's handles are in its keyState
 		mgr, err := engine.NewLeaseManager(lc)
 		if err != nil {
