@@ -82,6 +82,11 @@ const (
 	recentTokens = 1 << recentBits
 )
 
+// maxRecentPayload is the longest payload segment that requestBuilder.recent keeps, so that its
+// copies stay under a megabyte whatever a log's tokens (a line may have a megabyte): a JWT's
+// payload is a few hundred bytes.
+const maxRecentPayload = 4 << 10
+
 // recentToken is a slot of requestBuilder.recent: a token and a copy of its payload segment.
 // The copy's array is reused by the slot's next token.
 type recentToken struct {
@@ -173,6 +178,9 @@ func (b *requestBuilder) tokenOf(auth string) *token {
 	payload, ok := jwtPayload(auth)
 	if !ok {
 		return &noToken
+	}
+	if len(payload) > maxRecentPayload {
+		return b.cachedToken(payload)
 	}
 	r := &b.recent[recentSlot(payload)]
 	if r.t != nil && string(r.payload) == payload {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rlctl/rlctl/policy"
@@ -175,6 +176,7 @@ func TestRecentTokens(t *testing.T) {
 	if len(slots) < recentTokens/2 {
 		t.Errorf("%d payloads fill %d of %d slots", len(subs), len(slots), recentTokens)
 	}
+	subs = append(subs, strings.Repeat("long", maxRecentPayload/4)) // a payload the slots do not keep
 	for round := 0; round < 3; round++ {
 		for i, sub := range subs {
 			if round == 1 {
@@ -183,6 +185,11 @@ func TestRecentTokens(t *testing.T) {
 			if got, want := b.tokenOf(jwt(sub)).user, "sub:"+sub; got != want {
 				t.Fatalf("round %d: user %q, want %q", round, got, want)
 			}
+		}
+	}
+	for i, r := range b.recent {
+		if len(r.payload) > maxRecentPayload {
+			t.Errorf("slot %d keeps a payload of %d bytes, more than %d", i, len(r.payload), maxRecentPayload)
 		}
 	}
 }
