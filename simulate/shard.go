@@ -338,7 +338,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	if idealOK {
 		out.UnderAdmission++
 	}
-	if h.legit = sh.sim.isLegit(values, oks); h.legit {
+	if h.legit = sh.sim.legit.anyOf(values, oks); h.legit {
 		out.LegitDenials++
 		ks.legit++
 	}

@@ -56,12 +56,7 @@ type Simulator struct {
 	gw      *gatewaySet // the gateways so far
 	assign  *assigner
 	shards  [shardCount]*shard
-	legit   map[string]bool
-	// legitLens has bit n set when a legit value is n bytes long (n < 256); see legitLen.
-	legitLens [4]uint64
-	// legitFew lists legit's values when there are at most maxLegitFew of them, nil otherwise:
-	// isLegit then compares a value with each instead of hashing it for the map.
-	legitFew []string
+	legit   legitSet
 
 	// sources are the sources prepare evaluates: addrSrc, then each domain's, from
 	// domainAt[i] to domainAt[i+1].
@@ -119,7 +114,6 @@ func New(cfg Config) (*Simulator, error) {
 	s := &Simulator{
 		cfg:      cfg,
 		bucketMs: 1000,
-		legit:    map[string]bool{},
 		gw:       &gatewaySet{},
 		addrSrc: [2]*policy.Source{{Key: "addr", Kind: policy.SourceRemoteAddress, Mask: policy.MaskNone},
 			{Key: "subnet", Kind: policy.SourceRemoteAddress, Mask: policy.MaskSubnet}},
@@ -131,9 +125,9 @@ func New(cfg Config) (*Simulator, error) {
 		}
 	}
 	for _, v := range cfg.Legit {
-		s.legit[v] = true
+		s.legit.add(v)
 		if k, val, ok := strings.Cut(v, "="); ok && keys[k] {
-			s.legit[val] = true
+			s.legit.add(val)
 		}
 	}
 	for _, d := range cfg.Model.Domains {
@@ -156,7 +150,7 @@ func New(cfg Config) (*Simulator, error) {
 			rs.index = len(s.rules)
 			s.rules = append(s.rules, rs)
 			for _, v := range r.Legit {
-				s.legit[v] = true
+				s.legit.add(v)
 			}
 		}
 	}
@@ -166,14 +160,7 @@ func New(cfg Config) (*Simulator, error) {
 	if err := s.checkLeases(); err != nil {
 		return nil, err
 	}
-	for v := range s.legit {
-		if n := len(v); n < len(s.legitLens)*64 {
-			s.legitLens[n/64] |= 1 << (n % 64)
-		}
-		if len(s.legit) <= maxLegitFew {
-			s.legitFew = append(s.legitFew, v)
-		}
-	}
+	s.legit.seal()
 	s.sources = append(s.sources, s.addrSrc[:]...)
 	for _, ds := range s.domains {
 		s.domainAt = append(s.domainAt, len(s.sources))
@@ -522,44 +509,6 @@ func (s *Simulator) shapeEntries() [][][]policy.Entry {
 func (s *Simulator) valuesAt(p *prepared, di int) ([]string, []bool) {
 	from, to := s.domainAt[di], s.domainAt[di+1]
 	return p.values[from:to], p.oks[from:to]
-}
-
-// isLegit reports whether any of a request's descriptor values is marked legitimate.
-func (s *Simulator) isLegit(values []string, oks []bool) bool {
-	if len(s.legit) == 0 {
-		return false
-	}
-	for i, v := range values {
-		if oks[i] && s.legitLen(len(v)) && s.hasLegit(v) {
-			return true
-		}
-	}
-	return false
-}
-
-// maxLegitFew is the most legit values that isLegit compares one by one (Simulator.legitFew).
-// Policies mark a few callers legitimate, and a denied request's value of a legit value's
-// length is compared with them faster than it is hashed: on the benchmark log the map's hash
-// had about 1 % of a replay's CPU samples (perf), the comparisons none that show.
-const maxLegitFew = 8
-
-// hasLegit reports whether v is a legit value.
-func (s *Simulator) hasLegit(v string) bool {
-	if s.legitFew == nil {
-		return s.legit[v]
-	}
-	for _, l := range s.legitFew {
-		if l == v {
-			return true
-		}
-	}
-	return false
-}
-
-// legitLen reports whether a legitimate value may have length n: most denied requests' values
-// have none of the few lengths, and the test spares them the map lookups.
-func (s *Simulator) legitLen(n int) bool {
-	return n >= len(s.legitLens)*64 || s.legitLens[n/64]&(1<<(n%64)) != 0
 }
 
 // users is the number of distinct users seen behind addr, and whether the count was capped.

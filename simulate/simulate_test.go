@@ -325,7 +325,7 @@ func TestAssignMissing(t *testing.T) {
 
 // --legit values may be written as reports show identities, KEY=VALUE with KEY a descriptor
 // key; a KEY that is none stays a literal value. Each case runs with the value alone, which
-// isLegit compares (Simulator.legitFew), and among more than maxLegitFew others of its length,
+// legitSet compares one by one, and among more than maxLegitFew others of its length,
 // which it looks up in the map.
 func TestLegitKeyValue(t *testing.T) {
 	var recs []accesslog.Record
