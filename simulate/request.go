@@ -32,8 +32,9 @@ type requestBuilder struct {
 	// of the generations: a payload found there costs a comparison, where the generations cost
 	// two hashes of it and, in maps of tens of thousands of tokens, a cache miss. A log's
 	// tokens are few and busy (a client's, a tenant's) among many seen a few times; in the
-	// benchmark log eight tokens carry half of the 750,000 requests with one. recent holds
-	// only tokens of the current generations, and is emptied when a generation begins.
+	// benchmark log eight tokens carry half of the 750,000 requests with one. A token in recent
+	// is in the current generation too, and recent is emptied when a generation begins, so the
+	// generations hold what they would without it.
 	recent *[recentTokens]recentToken
 
 	// claimNames are the claims a token keeps (claimNames): the ones the sources read.
