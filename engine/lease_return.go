@@ -70,7 +70,7 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 			}
 		}
 		m.unlock(l)
-		errs = m.returnBoth(ctx, errs, last, older)
+		errs = m.returnBoth(ctx, errs, &last, &older)
 	}
 	for _, l := range again {
 		m.lock(l)
@@ -96,7 +96,7 @@ func (m *LeaseManager) Close(ctx context.Context) error {
 		m.lock(l)
 		last, older := m.leftover(l, now)
 		m.unlock(l)
-		errs = m.returnBoth(ctx, errs, last, older)
+		errs = m.returnBoth(ctx, errs, &last, &older)
 	})
 	return errors.Join(errs...)
 }
@@ -148,8 +148,6 @@ func (m *LeaseManager) Stats() LeaseStats {
 	}
 }
 
-// returnNow returns req.N unspent tokens to the store and counts them; nothing when there are
-// none.
 // leftover empties l's balance and gives the returns that give it back to
 // the store at local time now: the last grant's tokens at its time, and the
 // older ones at the earliest time they may have been taken, so that the
@@ -183,17 +181,24 @@ func sameWindows(limits []Limit, a, b int64) bool {
 	return true
 }
 
-// returnBoth makes the returns of leftover synchronously and appends their
-// errors to errs.
-func (m *LeaseManager) returnBoth(ctx context.Context, errs []error, last, older ReturnRequest) []error {
-	for _, req := range [2]ReturnRequest{older, last} {
-		if err := m.returnNow(ctx, req); err != nil {
+// returnBoth makes the returns of leftover synchronously, the older tokens
+// first, and appends their errors to errs. Sweep calls it for every lease it
+// visits, and most visits return nothing: the requests are passed by
+// reference and copied only for a return that is made.
+func (m *LeaseManager) returnBoth(ctx context.Context, errs []error, last, older *ReturnRequest) []error {
+	for _, req := range [2]*ReturnRequest{older, last} {
+		if req.N <= 0 {
+			continue
+		}
+		if err := m.returnNow(ctx, *req); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errs
 }
 
+// returnNow returns req.N unspent tokens to the store and counts them; nothing when there are
+// none.
 func (m *LeaseManager) returnNow(ctx context.Context, req ReturnRequest) error {
 	if req.N <= 0 {
 		return nil
