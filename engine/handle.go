@@ -194,8 +194,7 @@ func (m *Memory) takeArgs(sh *memShard, key string, limits []Limit, want, need, 
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
-	req := TakeRequest{Key: key, Limits: limits, Want: want, Min: need, Now: now}
-	if want, need, err = req.amounts(); err != nil {
+	if want, need, err = takeAmounts(key, want, need, now); err != nil {
 		return nil, 0, 0, 0, err
 	}
 	if now, err = m.now(now); err != nil {

@@ -96,17 +96,24 @@ func (r *TakeRequest) normalize() ([]exact, int64, int64, error) {
 // into the exact range. Clamping never changes a decision: no limit holds
 // MaxExact tokens.
 func (r *TakeRequest) amounts() (want, need int64, err error) {
-	want, need = r.Want, r.Min
+	return takeAmounts(r.Key, r.Want, r.Min, r.Now)
+}
+
+// takeAmounts is TakeRequest.amounts of a request with Key key, Want want, Min least and Now
+// now, for the handles and cells that have no request to build: a request is 72 bytes to
+// fill for every take.
+func takeAmounts(key string, want, least, now int64) (int64, int64, error) {
+	need := least
 	if need == 0 {
 		need = want
 	}
 	switch {
 	case want < 1:
-		return 0, 0, fmt.Errorf("%w: key %q: want %d: must be at least 1", ErrBadRequest, r.Key, want)
+		return 0, 0, fmt.Errorf("%w: key %q: want %d: must be at least 1", ErrBadRequest, key, want)
 	case need < 1 || need > want:
-		return 0, 0, fmt.Errorf("%w: key %q: min %d: must be in [1, want %d]", ErrBadRequest, r.Key, need, want)
-	case r.Now > MaxExact:
-		return 0, 0, fmt.Errorf("%w: key %q: now %d: beyond %d", ErrBadRequest, r.Key, r.Now, MaxExact)
+		return 0, 0, fmt.Errorf("%w: key %q: min %d: must be in [1, want %d]", ErrBadRequest, key, need, want)
+	case now > MaxExact:
+		return 0, 0, fmt.Errorf("%w: key %q: now %d: beyond %d", ErrBadRequest, key, now, MaxExact)
 	}
 	return min(want, MaxExact), min(need, MaxExact), nil
 }
