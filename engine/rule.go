@@ -179,7 +179,8 @@ func appendRuleEntries(dst []byte, r *policy.Rule, entries []policy.Entry, match
 	if shards > 0 && len(entries) > len(r.Match) {
 		matched = entries[:len(entries)-1]
 	}
-	for i, e := range matched {
+	for i := range matched {
+		e := &matched[i] // not a copy: the loop's calls would spill and reload it
 		if i < len(matchKeys) && e.Key == r.Match[i].Key {
 			dst = append(dst, matchKeys[i]...)
 		} else {
