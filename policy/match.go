@@ -123,7 +123,8 @@ func (d *Domain) Lookup(entries []Entry) (*Rule, bool) {
 func (d *Domain) LookupIndex(entries []Entry) (int, bool) {
 	d.Compile()
 	n := d.matcher.root
-	for i, e := range entries {
+	for i := range entries {
+		e := &entries[i] // not a copy: an Entry is two strings
 		next := n.child(e)
 		if next == nil {
 			if r := n.rule; r != nil && sharded(r) && i == len(entries)-1 && e.Key == r.SubShards.Attribute {
@@ -145,7 +146,7 @@ func (d *Domain) LookupIndex(entries []Entry) (int, bool) {
 // otherwise count the request twice, once on shard 0).
 func sharded(r *Rule) bool { return r.SubShards != nil && r.SubShards.Count > 1 }
 
-func (n *node) child(e Entry) *node {
+func (n *node) child(e *Entry) *node {
 	for i := range n.exact {
 		if x := &n.exact[i]; x.key == e.Key {
 			if c := x.byValue[e.Value]; c != nil {
