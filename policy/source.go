@@ -135,13 +135,21 @@ func (req *Request) header(name string) (string, bool) {
 	if name == ":path" {
 		return req.Path, req.Path != ""
 	}
-	if v, ok := req.listed(name); ok {
+	if v, ok := LastHeader(req.HeaderList, name); ok {
 		return v, true
 	}
-	v, ok := req.Headers[name]
-	if !ok {
-		v, ok = req.Headers[strings.ToLower(name)]
+	// Names are lower case in both places; a name that is not is looked up lower-cased too,
+	// which costs a scan of it on every miss, so it is lower-cased once for both.
+	lower := strings.ToLower(name)
+	if lower != name {
+		if v, ok := LastHeader(req.HeaderList, lower); ok {
+			return v, true
+		}
 	}
+	if v, ok := req.Headers[name]; ok || lower == name {
+		return v, ok
+	}
+	v, ok := req.Headers[lower]
 	return v, ok
 }
 
@@ -161,20 +169,6 @@ func LastClaim(claims []Claim, name string) (string, bool) {
 		if c := &claims[i]; c.Name == name {
 			return c.Value, true
 		}
-	}
-	return "", false
-}
-
-// listed finds a header in HeaderList, the last pair of a name first.
-func (req *Request) listed(name string) (string, bool) {
-	if len(req.HeaderList) == 0 {
-		return "", false
-	}
-	if v, ok := LastHeader(req.HeaderList, name); ok {
-		return v, true
-	}
-	if lower := strings.ToLower(name); lower != name {
-		return LastHeader(req.HeaderList, lower)
 	}
 	return "", false
 }
