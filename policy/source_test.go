@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 )
 
 func TestSourceEntry(t *testing.T) {
@@ -107,7 +108,7 @@ func TestAppendValues(t *testing.T) {
 	oks := make([]bool, 0, len(sources))
 	if n := testing.AllocsPerRun(100, func() {
 		arena = arena[:0]
-		req.AppendValuesIn(all[0][:0], oks, sources[:3], &arena) // the tenant's name needs lowering
+		req.AppendValuesIn(all[0][:0], oks, sources[:3], &arena) // not the tenant: its upper-case name is lowered, a new string
 	}); n != 0 {
 		t.Errorf("AppendValuesIn allocates %v times", n)
 	}
@@ -156,5 +157,40 @@ func checkAddrForms(t *testing.T, text string) {
 	if w1 != w2 || ok1 != ok2 || s1 != s2 || sok1 != sok2 || fast.tierSubnet != slow.tierSubnet {
 		t.Fatalf("%q: whole %q %v, subnet %q %v (%q); netip: whole %q %v, subnet %q %v (%q)",
 			text, w1, ok1, s1, sok1, fast.tierSubnet, w2, ok2, s2, sok2, slow.tierSubnet)
+	}
+}
+
+// joinParts is the buffer TestJoinCopies's parts view: a package variable, so that it is not on
+// the stack, where Go's concatenation would copy a lone part anyway.
+var joinParts []byte
+
+// join must copy its parts, with an arena and without: they may view a buffer that the caller
+// reuses, and a part that is the whole value must not be returned as it is.
+func TestJoinCopies(t *testing.T) {
+	arena := make([]byte, 0, 64)
+	for _, a := range []*addrForms{{}, {arena: &arena}} {
+		for _, c := range []struct{ p, q, r, want string }{
+			{"subnet:", "203.0.113", ".0/24", "subnet:203.0.113.0/24"},
+			{"whole", "", "", "whole"},
+			{"", "middle", "", "middle"},
+			{"", "", "", ""},
+		} {
+			joinParts = []byte(c.p + c.q + c.r)
+			buf := joinParts
+			view := func(from, n int) string {
+				if n == 0 {
+					return ""
+				}
+				return unsafe.String(&buf[from], n)
+			}
+			got := a.join(view(0, len(c.p)), view(len(c.p), len(c.q)), view(len(c.p)+len(c.q), len(c.r)))
+			for i := range buf {
+				buf[i] = '#' // the caller reuses its buffer
+			}
+			if got != c.want {
+				t.Errorf("join(%q, %q, %q), arena %v: got %q after the parts' buffer changed, want %q",
+					c.p, c.q, c.r, a.arena != nil, got, c.want)
+			}
+		}
 	}
 }
