@@ -321,10 +321,10 @@ func (a *addrForms) subnet(addr string) (string, bool) {
 			return "", false
 		}
 		var buf [64]byte
-		b := p.AppendTo(append(append(buf[:0], TierSubnet...), ':'))
+		b := p.AppendTo(append(buf[:0], tierSubnetPrefix...))
 		a.tierSubnet = a.join(unsafe.String(&b[0], len(b)), "", "")
 	}
-	return a.tierSubnet[len(TierSubnet)+1:], true
+	return a.tierSubnet[len(tierSubnetPrefix):], true
 }
 
 // parseRemoteAddr reads an IP address, optionally with a port, without its zone.
