@@ -706,7 +706,7 @@ func (m *LeaseManager) giveBack(l *lease, n, takenAt int64) {
 	m.returnLater(ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now()), hint: &l.hint})
 }
 
-// returnLater makes return req through the Dispatcher (returnNow's
+// returnLater makes return req through the Dispatcher (returnBoth's
 // asynchronous twin).
 func (m *LeaseManager) returnLater(req ReturnRequest) {
 	if req.N <= 0 {

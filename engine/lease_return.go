@@ -181,32 +181,20 @@ func sameWindows(limits []Limit, a, b int64) bool {
 	return true
 }
 
-// returnBoth makes the returns of leftover synchronously, the older tokens
-// first, and appends their errors to errs. Sweep calls it for every lease it
-// visits, and most visits return nothing: the requests are passed by
-// reference and copied only for a return that is made.
+// returnBoth returns leftover's unspent tokens to the store synchronously,
+// the older first, counts them, and appends the store's errors to errs. Sweep
+// calls it for every lease it visits, and most visits return nothing: the
+// requests are passed by reference and copied only for a return that is made.
 func (m *LeaseManager) returnBoth(ctx context.Context, errs []error, last, older *ReturnRequest) []error {
 	for _, req := range [2]*ReturnRequest{older, last} {
 		if req.N <= 0 {
 			continue
 		}
-		if err := m.returnNow(ctx, *req); err != nil {
+		m.returned.add(m.single, req.N)
+		if err := m.cfg.Store.Return(ctx, *req); err != nil {
+			m.storeErrors.add(m.single, 1)
 			errs = append(errs, err)
 		}
 	}
 	return errs
-}
-
-// returnNow returns req.N unspent tokens to the store and counts them; nothing when there are
-// none.
-func (m *LeaseManager) returnNow(ctx context.Context, req ReturnRequest) error {
-	if req.N <= 0 {
-		return nil
-	}
-	m.returned.add(m.single, req.N)
-	if err := m.cfg.Store.Return(ctx, req); err != nil {
-		m.storeErrors.add(m.single, 1)
-		return err
-	}
-	return nil
 }
