@@ -77,19 +77,20 @@ type token struct {
 // maxCachedTokens is the size of a generation of requestBuilder.tokens.
 const maxCachedTokens = 1 << 16
 
-// recentTokens is the number of slots of requestBuilder.recent.
 const (
+	// recentTokens is the number of slots of requestBuilder.recent, 2 to the power recentBits.
 	recentBits   = 8
 	recentTokens = 1 << recentBits
 )
 
 // maxRecentPayload is the longest payload segment that requestBuilder.recent keeps, so that its
-// copies stay under a megabyte whatever a log's tokens (a line may have a megabyte): a JWT's
-// payload is a few hundred bytes.
+// copies take at most a megabyte (256 slots of 4 KB) whatever a log's tokens (a line may have a
+// megabyte): a JWT's payload is a few hundred bytes.
 const maxRecentPayload = 4 << 10
 
 // recentToken is a slot of requestBuilder.recent: a token and a copy of its payload segment.
-// The copy's array is reused by the slot's next token.
+// The copy's array is reused by the slot's next token, and is never larger than the longest
+// payload the slot has kept (not grown by append, which could take it past maxRecentPayload).
 type recentToken struct {
 	payload []byte
 	t       *token
@@ -188,6 +189,9 @@ func (b *requestBuilder) tokenOf(auth string) *token {
 		return r.t
 	}
 	t := b.cachedToken(payload)
+	if cap(r.payload) < len(payload) {
+		r.payload = make([]byte, 0, len(payload))
+	}
 	r.payload, r.t = append(r.payload[:0], payload...), t
 	return t
 }

@@ -187,9 +187,25 @@ func TestRecentTokens(t *testing.T) {
 			}
 		}
 	}
+	// A payload that follows a shorter one in its slot: append would grow the slot's array of
+	// about 3.4 KB past 4 KB for it.
+	short := jwt(strings.Repeat("s", 2560))
+	shortPayload, _ := jwtPayload(short)
+	var long string
+	for i := 0; long == "" && i < 1_000_000; i++ {
+		j := jwt(fmt.Sprintf("%d-%s", i, strings.Repeat("l", 3030)))
+		if p, _ := jwtPayload(j); len(p) <= maxRecentPayload && recentSlot(p) == recentSlot(shortPayload) {
+			long = j
+		}
+	}
+	if long == "" {
+		t.Fatal("no payload of 4 KB found for the slot of a shorter one")
+	}
+	b.tokenOf(short)
+	b.tokenOf(long)
 	for i, r := range b.recent {
-		if len(r.payload) > maxRecentPayload {
-			t.Errorf("slot %d keeps a payload of %d bytes, more than %d", i, len(r.payload), maxRecentPayload)
+		if cap(r.payload) > maxRecentPayload {
+			t.Errorf("slot %d keeps an array of %d bytes (a payload of %d), more than %d", i, cap(r.payload), len(r.payload), maxRecentPayload)
 		}
 	}
 }
