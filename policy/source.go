@@ -207,22 +207,17 @@ const tierSubnetPrefix = string(TierSubnet) + ":"
 const arenaChunk = 64 << 10
 
 // join returns the concatenation of p, q and r (any may be empty), written into the arena when
-// there is one, else into a new string. It always copies them, so they may view a buffer the
-// caller reuses (Go's p+q+r would return p itself when q and r are empty). Its callers have at
-// most three parts, and three fixed ones cost a third of the loops over a variadic list, which
-// ran for every request's identity and subnet values.
+// there is one. Without one it is p + q + r, which is p itself when q and r are empty and p is
+// not on the stack: a caller whose lone part views a buffer that it reuses needs the arena,
+// which always copies. Its callers have at most three parts, and three fixed ones cost a third
+// of the loops over a variadic list, which ran for every request's identity and subnet values.
 func (a *addrForms) join(p, q, r string) string {
 	n := len(p) + len(q) + len(r)
 	if n == 0 {
 		return ""
 	}
 	if a.arena == nil {
-		var b strings.Builder
-		b.Grow(n)
-		b.WriteString(p)
-		b.WriteString(q)
-		b.WriteString(r)
-		return b.String()
+		return p + q + r
 	}
 	buf := *a.arena // a local slice: appending through the pointer reloads and stores it each time
 	if cap(buf)-len(buf) < n {
