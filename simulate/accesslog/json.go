@@ -22,6 +22,8 @@ type jsonParser struct {
 	unknown   map[string]*keyTarget // entries of plain top-level keys without a target
 	// seen[i] says a line had a value for the mapped key of target.mapped i+1 (Reader.Unseen).
 	seen []bool
+	// quotes are the current line's, for fast.
+	quotes quoteBits
 }
 
 // newJSONParser returns a parser of the keys of ix, of which mapped are --field mappings.
@@ -52,17 +54,53 @@ type keyTarget struct {
 	key string
 	tg  target
 	// plain says key has no byte that a JSON string must escape, so a line has it as it is;
-	// quoted is then the key as a compact line has it, quoted and followed by ':'.
+	// quoted is then the key as a compact line has it, quoted and followed by ':', and words
+	// are its bytes eight at a time as loadWord reads them, padded with zeros, and masks the
+	// bytes of each word that are the key's (atShort, atLong).
 	plain  bool
 	quoted string
+	words  [maxKeyWords]uint64
+	masks  [maxKeyWords]uint64
 }
+
+// maxKeyWords is how many words of a quoted key atLong compares; a longer key is compared with
+// strings.HasPrefix.
+const maxKeyWords = 5
 
 func newKeyTarget(key string, tg target) keyTarget {
 	e := keyTarget{key: key, tg: tg, plain: plainEnd(key, 0) == len(key)}
 	if e.plain {
 		e.quoted = `"` + key + `":`
+		padded := e.quoted + strings.Repeat("\x00", 8*maxKeyWords)
+		for w := range e.words {
+			// The word's bytes of the key, 0 to 8, are the ones its mask keeps.
+			n := min(max(len(e.quoted)-8*w, 0), 8)
+			e.words[w], e.masks[w] = loadWord(padded, 8*w), loadWord(strings.Repeat("\xff", n)+strings.Repeat("\x00", 8-n), 0)
+		}
 	}
 	return e
+}
+
+// atShort and atLong report whether line has e's key at i, quoted and followed by ':', which
+// e must be plain to have. The key is compared a word of the line at a time, each masked to the
+// key's bytes, where the line has the words from i. atShort is small enough to inline; it
+// takes the keys of two words or less, most log keys, where line has 16 bytes from i, and
+// reports false for any other key. atLong takes any key anywhere.
+func (e *keyTarget) atShort(line string, i int) bool {
+	return len(e.quoted) <= 16 && i+16 <= len(line) &&
+		loadWord(line, i)&e.masks[0] == e.words[0] && loadWord(line, i+8)&e.masks[1] == e.words[1]
+}
+
+func (e *keyTarget) atLong(line string, i int) bool {
+	if len(e.quoted) > 8*maxKeyWords || i+8*maxKeyWords > len(line) {
+		return strings.HasPrefix(line[i:], e.quoted)
+	}
+	for w := range e.words {
+		if loadWord(line, i+8*w)&e.masks[w] != e.words[w] {
+			return false
+		}
+	}
+	return true
 }
 
 func newKeyIndex(keys map[string]target) *keyIndex {
@@ -141,6 +179,85 @@ type jsonScan struct {
 var errJSON = errors.New("malformed JSON")
 
 func (p *jsonParser) parse(line string, rec *Record) error {
+	if p.fast(line, rec) {
+		return nil
+	}
+	rec.reset()
+	return p.walk(line, rec)
+}
+
+// fast parses line when it is what nearly every log line is: a compact object (no white space
+// between tokens) of keys and values that are strings without escapes, numbers or literals.
+// Its quotes are found for the whole line at once (quoteBits), and each string ends at the
+// next one, where walk scans each string on its own. For any other line it reports false,
+// perhaps having stored some values, and parse walks the line from the start: a line parses
+// to the same record, or fails with the same error, either way.
+func (p *jsonParser) fast(line string, rec *Record) bool {
+	n := len(line)
+	if p.nested || n < 2 || n >= 64*len(p.quotes) || line[0] != '{' || line[n-1] != '}' || !p.quotes.fill(line) {
+		return false
+	}
+	p.ranks.reset()
+	// Each step below stays within line: its last byte is the object's '}', which no key,
+	// string or literal takes.
+	i := 1
+	for pos := 0; ; pos++ {
+		// The entry the last line had at pos, when this line has its key there too (find's
+		// otherwise).
+		var tg *target
+		if e := p.predictedFor(pos); e != nil && (e.atShort(line, i) || e.atLong(line, i)) {
+			i += len(e.quoted)
+			tg = e.target()
+		} else {
+			if line[i] != '"' {
+				return false
+			}
+			q := p.quotes.next(i+1, n)
+			if q >= n-2 || line[q+1] != ':' {
+				return false
+			}
+			key := line[i+1 : q]
+			tg = p.find(key, key, pos < maxPredicted, pos).target()
+			i = q + 2
+		}
+		switch c := line[i]; {
+		case c == '"':
+			end := p.quotes.next(i+1, n)
+			if end >= n-1 || (tg != nil && p.store(tg, rec, line[i+1:end]) != nil) {
+				return false
+			}
+			i = end + 1
+		case c == '{' || c == '[':
+			return false
+		default:
+			sc := jsonScan{s: line, i: i}
+			if sc.literal() != nil || (tg != nil && c != 'n' && p.store(tg, rec, line[i:sc.i]) != nil) {
+				return false
+			}
+			i = sc.i
+		}
+		switch line[i] {
+		case ',':
+			i++
+		case '}':
+			return i == n-1
+		default:
+			return false
+		}
+	}
+}
+
+// predictedFor returns the entry the last line had at top-level place pos (p.predicted), or
+// nil.
+func (p *jsonParser) predictedFor(pos int) *keyTarget {
+	if pos < len(p.predicted) {
+		return p.predicted[pos]
+	}
+	return nil
+}
+
+// walk parses line by walking its object token by token.
+func (p *jsonParser) walk(line string, rec *Record) error {
 	p.ranks.reset()
 	sc := jsonScan{s: line}
 	sc.ws()
@@ -289,6 +406,14 @@ func (p *jsonParser) key(sc *jsonScan, prefix string, pos int) (string, *target,
 	if prefix != "" {
 		path = prefix + "." + key
 	}
+	return path, p.find(path, key, top, pos).target(), nil
+}
+
+// find returns the entry of path, a key's dotted path (the key key itself at the top), or nil.
+// For a top-level key at place pos (top), it notes for the next line the entry that
+// predictedAt may take: the one found, if it was found exactly, or if there is none an entry
+// without a target.
+func (p *jsonParser) find(path, key string, top bool, pos int) *keyTarget {
 	e := p.keys.find(path)
 	if top {
 		for len(p.predicted) <= pos {
@@ -302,10 +427,15 @@ func (p *jsonParser) key(sc *jsonScan, prefix string, pos int) (string, *target,
 			p.predicted[pos] = p.unmapped(key)
 		}
 	}
+	return e
+}
+
+// target is e's target, or nil if e is nil or has none.
+func (e *keyTarget) target() *target {
 	if e == nil || e.tg.f == fieldNone {
-		return path, nil, nil
+		return nil
 	}
-	return path, &e.tg, nil
+	return &e.tg
 }
 
 // unmapped returns an entry without a target for key, a top-level key that has none, for

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // str parses a string at sc.i. Strings without escapes are substrings of the line.
@@ -177,4 +178,54 @@ func hex4(s string, i int) (rune, bool) {
 	}
 	v, err := strconv.ParseUint(s[i:i+4], 16, 32)
 	return rune(v), err == nil
+}
+
+// quoteBits marks where a line's quotes are, a bit a byte (bit j of word k for byte 64k+j), for
+// lines shorter than 64 bytes a word: 4 KB, longer than nearly any access log's line.
+type quoteBits [64]uint64
+
+// fill marks the quotes of s, which must be shorter than 64 bytes a word, and reports whether s
+// has neither a backslash nor a control character: only then do its quotes alone end its
+// strings. The whole 16-byte blocks are quoteBlocksOf's (SIMD), a mask a block, and the rest a byte
+// at a time; the masks after the last one up to the end of its word are zeroed, so that next
+// finds no quote of an earlier line.
+func (q *quoteBits) fill(s string) bool {
+	masks := (*[4 * len(quoteBits{})]uint16)(unsafe.Pointer(q))
+	n, special := quoteBlocksOf(s, &masks[0])
+	if special {
+		return false
+	}
+	var m uint16
+	for i := n; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			m |= 1 << (i - n)
+		case c == '\\' || c < 0x20:
+			return false
+		}
+	}
+	k := n / 16
+	masks[k] = m
+	for k++; k%4 != 0; k++ {
+		masks[k] = 0
+	}
+	return true
+}
+
+// next returns the index of the first quote at or after i in the line of n bytes that q was
+// filled with, or n if there is none.
+func (q *quoteBits) next(i, n int) int {
+	if i >= n {
+		return n
+	}
+	w := uint(i) / 64
+	if x := q[w] >> (uint(i) % 64); x != 0 {
+		return i + bits.TrailingZeros64(x)
+	}
+	for w++; int(w*64) < n; w++ {
+		if q[w] != 0 {
+			return int(w*64) + bits.TrailingZeros64(q[w])
+		}
+	}
+	return n
 }

@@ -1,0 +1,146 @@
+package accesslog
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// fastTakes reports whether p's fast path parses line, leaving the walk nothing to do.
+func fastTakes(p *jsonParser, line string) bool {
+	var rec Record
+	rec.reset()
+	return p.fast(line, &rec)
+}
+
+// flatCompact reports whether line is a JSON object of scalars without white space between
+// tokens or escapes in strings, which parses without error: a line the fast path must take.
+func flatCompact(line string, opts Options) bool {
+	var obj map[string]any
+	var compact bytes.Buffer
+	if json.Unmarshal([]byte(line), &obj) != nil || json.Compact(&compact, []byte(line)) != nil ||
+		compact.String() != line || strings.ContainsRune(line, '\\') {
+		return false
+	}
+	for _, v := range obj {
+		switch v.(type) {
+		case map[string]any, []any:
+			return false
+		}
+	}
+	var rec Record
+	rec.reset()
+	return newTestParser(opts).walk(line, &rec) == nil
+}
+
+// The fast path takes the compact lines of a log and the others the walk would parse alike
+// (long keys, keys near the line's end, keys that change between lines, literals), and leaves
+// every other line to the walk: white space, escapes, control characters, nested values, lines
+// of 4 KB or more, trailing data, malformed lines and values the record does not take. Either
+// way every line parses as the oracle parses it, under every key table.
+func TestJSONFast(t *testing.T) {
+	const ts = `"start_time":"2024-05-01T12:00:00.001Z"`
+	long := strings.Repeat("k", 45)
+	var logged []string
+	for _, line := range logLines(t, "envoy-json.log") {
+		if flatCompact(line, jsonOptions[0]) {
+			logged = append(logged, line)
+		}
+	}
+	if len(logged) < 90 {
+		t.Fatalf("%d flat compact lines in testdata/envoy-json.log, want most of its 106", len(logged))
+	}
+	taken := append(logged,
+		`{`+ts+`,"path":"/a","response_code":200,"x-tenant-id":"acme"}`,
+		`{`+ts+`,"patx":"/a","response_code":200,"x-tenant-id":"acme"}`, // one byte of a predicted key differs
+		`{`+ts+`,"path":"/b","response_code":200,"x-tenant-id":"acmf"}`,
+		`{`+ts+`,"path":null,"response_code":404,"x-api-key":true,"bytes":-1.5e3}`,
+		`{`+ts+`,"`+long+`":"v","downstream_remote_address":"10.0.0.1:9","p":1}`,
+		`{`+ts+`,"x":1,"y":"","z":2}`,
+		`{`+ts+`}`,
+	)
+	declined := []string{
+		`{"start_time": "2024-05-01T12:00:00.001Z","path":"/a"}`,
+		`{` + ts + `,"path":"/a\"b"}`,
+		`{` + ts + `,"path":"/a\u0041"}`,
+		"{" + ts + ",\"path\":\"/a\tb\"}",
+		`{` + ts + `,"n":{"path":"/a"},"path":"/b"}`,
+		`{` + ts + `,"n":[1,2],"path":"/b"}`,
+		`{}`,
+		`{` + ts + `,"path":"/a"}}`,
+		`{` + ts + `,"response_code":200"path":"/a"}`,
+		`{` + ts + `,"path""/a"}`,
+		`{` + ts + `,"path":"/a}`,
+		`{` + ts + `,"bytes_sent":12x}`,
+		`{"start_time":"yesterday","path":"/a"}`,
+		`{` + ts + `,"response_code":"two hundred"}`,
+		`{` + ts + `,"path":"/` + strings.Repeat("a", 4096) + `"}`,
+		`{` + ts + `,"path":"/a",}`,
+		`{` + ts + `,:"/a"}`,
+	}
+	for i, opts := range jsonOptions {
+		p := newTestParser(opts)
+		for _, line := range taken {
+			if got := fastTakes(p, line); got == p.nested {
+				t.Errorf("key table %d: %.60q: fast path taken %v, want %v", i, line, got, !p.nested)
+			}
+		}
+		for _, line := range declined {
+			if fastTakes(p, line) {
+				t.Errorf("key table %d: %.60q: fast path taken", i, line)
+			}
+		}
+		// Each line after the one before and after itself, so that its keys are predicted both
+		// right and wrong.
+		all := append(taken, declined...)
+		for j, line := range all {
+			checkJSONOracle(t, i, []string{line, all[(j+1)%len(all)], line, line}, opts)
+		}
+	}
+}
+
+// quoteBits finds a line's quotes, and only its own, after a longer line; and says whether a
+// line has a backslash or a control character anywhere, in its 16-byte blocks or after them.
+func TestQuoteBits(t *testing.T) {
+	var q quoteBits
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 700 {
+		b := make([]byte, n)
+		for i := range b {
+			switch rng.IntN(8) {
+			case 0:
+				b[i] = '"'
+			default:
+				b[i] = 'a' + byte(rng.IntN(26))
+			}
+		}
+		line := string(b)
+		if !q.fill(line) {
+			t.Fatalf("length %d: fill found a special byte in %q", n, line)
+		}
+		for i := range n + 1 {
+			want := strings.IndexByte(line[min(i, n):], '"')
+			if want < 0 {
+				want = n
+			} else {
+				want += i
+			}
+			if got := q.next(i, n); got != want {
+				t.Fatalf("length %d: next(%d) = %d, want %d (%q)", n, i, got, want, line)
+			}
+		}
+		for _, special := range []byte{'\\', 0, '\n', 0x1f} {
+			for _, at := range []int{0, n / 2, n - 1} {
+				if at < 0 || n == 0 {
+					continue
+				}
+				s := line[:at] + string(special) + line[at+1:]
+				if q.fill(s) {
+					t.Fatalf("length %d: fill missed %q at %d", n, special, at)
+				}
+			}
+		}
+	}
+}
