@@ -95,7 +95,7 @@ func (e *keyTarget) atLong(line string, i int) bool {
 	if len(e.quoted) > 8*maxKeyWords || i+8*maxKeyWords > len(line) {
 		return strings.HasPrefix(line[i:], e.quoted)
 	}
-	for w := range e.words {
+	for w := range (len(e.quoted) + 7) / 8 {
 		if loadWord(line, i+8*w)&e.masks[w] != e.words[w] {
 			return false
 		}
