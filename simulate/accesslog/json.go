@@ -230,11 +230,23 @@ func (p *jsonParser) fast(line string, rec *Record) bool {
 		case c == '{' || c == '[':
 			return false
 		default:
-			sc := jsonScan{s: line, i: i}
-			if sc.literal() != nil || (tg != nil && c != 'n' && p.store(tg, rec, line[i:sc.i]) != nil) {
+			// Most literals are counts and codes: digits up to the ',' or '}' after them, which
+			// literal would take as they are. Others it checks.
+			j := i
+			for line[j]-'0' < 10 {
+				j++
+			}
+			if j == i || j-i > 18 || (line[j] != ',' && line[j] != '}') {
+				sc := jsonScan{s: line, i: i}
+				if sc.literal() != nil {
+					return false
+				}
+				j = sc.i
+			}
+			if tg != nil && c != 'n' && p.store(tg, rec, line[i:j]) != nil {
 				return false
 			}
-			i = sc.i
+			i = j
 		}
 		switch line[i] {
 		case ',':

@@ -59,6 +59,8 @@ func TestJSONFast(t *testing.T) {
 		`{`+ts+`,"path":null,"response_code":404,"x-api-key":true,"bytes":-1.5e3}`,
 		`{`+ts+`,"`+long+`":"v","downstream_remote_address":"10.0.0.1:9","p":1}`,
 		`{`+ts+`,"x":1,"y":"","z":2}`,
+		`{`+ts+`,"bytes_sent":1234567890123456789,"duration":007,"response_code":200}`,
+		`{`+ts+`,"response_code":200,"n":-0,"f":false,"g":1.}`, // literal's leniency, as the walk's
 		`{`+ts+`}`,
 	)
 	declined := []string{
@@ -74,6 +76,8 @@ func TestJSONFast(t *testing.T) {
 		`{` + ts + `,"path""/a"}`,
 		`{` + ts + `,"path":"/a}`,
 		`{` + ts + `,"bytes_sent":12x}`,
+		`{` + ts + `,"bytes_sent":12}` + ` `,
+		`{` + ts + `,"response_code":1234567890123456789}`,
 		`{"start_time":"yesterday","path":"/a"}`,
 		`{` + ts + `,"response_code":"two hundred"}`,
 		`{` + ts + `,"path":"/` + strings.Repeat("a", 4096) + `"}`,
