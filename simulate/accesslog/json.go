@@ -54,51 +54,85 @@ type keyTarget struct {
 	key string
 	tg  target
 	// plain says key has no byte that a JSON string must escape, so a line has it as it is;
-	// quoted is then the key as a compact line has it, quoted and followed by ':', and words
-	// are its bytes eight at a time as loadWord reads them, padded with zeros, and masks the
-	// bytes of each word that are the key's (atShort, atLong).
+	// quoted is then the key as a compact line has it, quoted and followed by ':'. For a quoted
+	// key of up to 40 bytes, words are its first bytes eight at a time as loadWord reads them
+	// (the first masked to the key's bytes by mask when it is shorter than 8), and tail its last
+	// eight (the first again, masked, for a shorter key), which atShort and atLong compare.
 	plain  bool
 	quoted string
-	words  [maxKeyWords]uint64
-	masks  [maxKeyWords]uint64
+	words  [maxKeyWords - 1]uint64
+	mask   uint64
+	tail   uint64
+	// second is words[1] for a key of more than 16 bytes, which atShort compares, else 0, and
+	// secondMask all ones or 0 to match; tailAt is where tail starts in the key.
+	second, secondMask uint64
+	tailAt             int
 }
 
-// maxKeyWords is how many words of a quoted key atLong compares; a longer key is compared with
-// strings.HasPrefix.
+// maxKeyWords is the most words of a quoted key atLong compares: a longer key is compared
+// with strings.HasPrefix.
 const maxKeyWords = 5
 
 func newKeyTarget(key string, tg target) keyTarget {
 	e := keyTarget{key: key, tg: tg, plain: plainEnd(key, 0) == len(key)}
 	if e.plain {
 		e.quoted = `"` + key + `":`
+		n := len(e.quoted)
 		padded := e.quoted + strings.Repeat("\x00", 8*maxKeyWords)
 		for w := range e.words {
-			// The word's bytes of the key, 0 to 8, are the ones its mask keeps.
-			n := min(max(len(e.quoted)-8*w, 0), 8)
-			e.words[w], e.masks[w] = loadWord(padded, 8*w), loadWord(strings.Repeat("\xff", n)+strings.Repeat("\x00", 8-n), 0)
+			e.words[w] = loadWord(padded, 8*w)
+		}
+		e.mask = loadWord(strings.Repeat("\xff", min(n, 8))+strings.Repeat("\x00", 8), 0)
+		e.words[0] &= e.mask
+		e.tail = e.words[0]
+		if n >= 8 {
+			e.tail, e.tailAt = loadWord(e.quoted, n-8), n-8
+		}
+		if n > 16 {
+			e.second, e.secondMask = e.words[1], ^uint64(0)
 		}
 	}
 	return e
 }
 
 // atShort and atLong report whether line has e's key at i, quoted and followed by ':', which
-// e must be plain to have. The key is compared a word of the line at a time, each masked to the
-// key's bytes, where the line has the words from i. atShort is small enough to inline; it
-// takes the keys of two words or less, most log keys, where line has 16 bytes from i, and
-// reports false for any other key. atLong takes any key anywhere.
+// e must be plain to have. The key is compared a word of the line at a time: its first words
+// and its last word, which may overlap. atShort is small enough to inline; it takes the keys
+// of 24 bytes or less, most log keys, where line has 24 bytes from i, and reports false for
+// any other key. atLong takes any key anywhere.
 func (e *keyTarget) atShort(line string, i int) bool {
-	return len(e.quoted) <= 16 && i+16 <= len(line) &&
-		loadWord(line, i)&e.masks[0] == e.words[0] && loadWord(line, i+8)&e.masks[1] == e.words[1]
+	return len(e.quoted) <= 24 && i+24 <= len(line) &&
+		loadWord(line, i)&e.mask == e.words[0] && loadWord(line, i+e.tailAt)&e.mask == e.tail &&
+		loadWord(line, i+8)&e.secondMask == e.second
 }
 
 func (e *keyTarget) atLong(line string, i int) bool {
-	if len(e.quoted) > 8*maxKeyWords || i+8*maxKeyWords > len(line) {
+	n := len(e.quoted)
+	if n < 8 || n > 8*maxKeyWords || i+8*maxKeyWords > len(line) {
 		return strings.HasPrefix(line[i:], e.quoted)
 	}
-	for w := range (len(e.quoted) + 7) / 8 {
-		if loadWord(line, i+8*w)&e.masks[w] != e.words[w] {
+	if loadWord(line, i+n-8) != e.tail {
+		return false
+	}
+	// The words before the last one, which covers the rest.
+	switch (n - 1) / 8 {
+	case 4:
+		if loadWord(line, i+24) != e.words[3] {
 			return false
 		}
+		fallthrough
+	case 3:
+		if loadWord(line, i+16) != e.words[2] {
+			return false
+		}
+		fallthrough
+	case 2:
+		if loadWord(line, i+8) != e.words[1] {
+			return false
+		}
+		fallthrough
+	case 1:
+		return loadWord(line, i) == e.words[0]
 	}
 	return true
 }
@@ -230,11 +264,14 @@ func (p *jsonParser) fast(line string, rec *Record) bool {
 		case c == '{' || c == '[':
 			return false
 		default:
-			// Most literals are counts and codes: digits up to the ',' or '}' after them, which
-			// literal would take as they are. Others it checks.
+			// Most literals are counts and codes, digits, or null, up to the ',' or '}' after
+			// them, which literal would take as they are. Others it checks.
 			j := i
 			for line[j]-'0' < 10 {
 				j++
+			}
+			if c == 'n' && i+4 < n && line[i:i+4] == "null" {
+				j = i + 4
 			}
 			if j == i || j-i > 18 || (line[j] != ',' && line[j] != '}') {
 				sc := jsonScan{s: line, i: i}

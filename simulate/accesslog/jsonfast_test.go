@@ -76,6 +76,8 @@ func TestJSONFast(t *testing.T) {
 		`{` + ts + `,"path""/a"}`,
 		`{` + ts + `,"path":"/a}`,
 		`{` + ts + `,"bytes_sent":12x}`,
+		`{` + ts + `,"upstream_host":nullx}`,
+		`{` + ts + `,"upstream_host":nul}`,
 		`{` + ts + `,"bytes_sent":12}` + ` `,
 		`{` + ts + `,"response_code":1234567890123456789}`,
 		`{"start_time":"yesterday","path":"/a"}`,
@@ -143,6 +145,33 @@ func TestQuoteBits(t *testing.T) {
 				s := line[:at] + string(special) + line[at+1:]
 				if q.fill(s) {
 					t.Fatalf("length %d: fill missed %q at %d", n, special, at)
+				}
+			}
+		}
+	}
+}
+
+// A predicted key is found exactly where a line has it, quoted and followed by ':', whatever
+// its length (one word, two, three with the middle one, up to five, longer) and however near
+// the line's end; and not where any one of its bytes differs.
+func TestKeyAt(t *testing.T) {
+	for n := 1; n <= 45; n++ {
+		key := strings.Repeat("k", n-1) + "z"
+		e := newKeyTarget(key, target{})
+		for _, pad := range []int{0, 1, 7, 8, 30} {
+			line := `{"a":1,` + e.quoted + strings.Repeat("1", pad)
+			at := strings.Index(line, e.quoted)
+			for i := range len(line) {
+				want := strings.HasPrefix(line[i:], e.quoted)
+				if got := e.atShort(line, i) || e.atLong(line, i); got != want {
+					t.Fatalf("key of %d bytes, %d after it: at %d: %v, want %v", n, pad, i, got, want)
+				}
+			}
+			for j := range len(e.quoted) {
+				b := []byte(line)
+				b[at+j] ^= 0x20
+				if changed := string(b); e.atShort(changed, at) || e.atLong(changed, at) {
+					t.Fatalf("key of %d bytes, %d after it: found with byte %d changed", n, pad, j)
 				}
 			}
 		}
