@@ -64,13 +64,15 @@ RACE_ENFORCER := TestGuarded|TestBreaker|TestStages|TestStatuses|TestReloadUnder
 
 # Packages run one at a time (-p 1): several start Redis servers and hold latency bounds (the
 # outage tests' 10 ms tail) that a neighbour package's load on two cores would break; together
-# they take under a minute.
+# they take under a minute. The access-log parser runs again with -tags purego, for the Go
+# versions of its assembly loops, which other architectures use.
 test: deps
 	$(GO) vet ./...
 	$(GO) test -p 1 -count=1 -skip '$(CONTRACT_TESTS)' ./...
 	$(GO) test -p 1 -count=1 -v -run '$(CONTRACT_TESTS)' ./engine ./enforcer ./render ./xds/controlplane
 	$(GO) test -race -count=1 -run '$(RACE_ENGINE)' ./engine
 	$(GO) test -race -count=1 -run '$(RACE_ENFORCER)' ./enforcer
+	$(GO) test -count=1 -tags purego ./simulate/accesslog
 
 # Static checks beyond go vet (which make test runs): go.mod and go.sum exactly as the imports need
 # them, and staticcheck with its default checks (enforcer/staticcheck.conf leaves out SA1019

@@ -56,15 +56,16 @@ type keyTarget struct {
 	// plain says key has no byte that a JSON string must escape, so a line has it as it is;
 	// quoted is then the key as a compact line has it, quoted and followed by ':'. For a quoted
 	// key of up to 40 bytes, words are its first bytes eight at a time as loadWord reads them
-	// (the first masked to the key's bytes by mask when it is shorter than 8), and tail its last
-	// eight (the first again, masked, for a shorter key), which atShort and atLong compare.
+	// (the first masked to the quoted key's bytes by mask when it has fewer than 8), and tail
+	// its last eight (the first word again, masked, when it has fewer), which atShort and
+	// atLong compare.
 	plain  bool
 	quoted string
 	words  [maxKeyWords - 1]uint64
 	mask   uint64
 	tail   uint64
-	// second is words[1] for a key of more than 16 bytes, which atShort compares, else 0, and
-	// secondMask all ones or 0 to match; tailAt is where tail starts in the key.
+	// second is words[1] for a quoted key of more than 16 bytes, which atShort compares, else
+	// 0, and secondMask all ones or 0 to match; tailAt is where tail starts in the quoted key.
 	second, secondMask uint64
 	tailAt             int
 }
@@ -95,11 +96,12 @@ func newKeyTarget(key string, tg target) keyTarget {
 	return e
 }
 
-// atShort and atLong report whether line has e's key at i, quoted and followed by ':', which
-// e must be plain to have. The key is compared a word of the line at a time: its first words
-// and its last word, which may overlap. atShort is small enough to inline; it takes the keys
-// of 24 bytes or less, most log keys, where line has 24 bytes from i, and reports false for
-// any other key. atLong takes any key anywhere.
+// atShort and atLong report whether line has e's key at i, quoted and followed by ':'. e must
+// be plain: a key that is not has no quoted form, and atShort would find it anywhere. The
+// quoted key is compared a word of the line at a time: its first words and its last word, which
+// may overlap. atShort is small enough to inline; it takes quoted keys of 24 bytes or less (keys
+// of up to 21), most log keys, where line has 24 bytes from i, and reports false for any other.
+// atLong takes any key anywhere.
 func (e *keyTarget) atShort(line string, i int) bool {
 	return len(e.quoted) <= 24 && i+24 <= len(line) &&
 		loadWord(line, i)&e.mask == e.words[0] && loadWord(line, i+e.tailAt)&e.mask == e.tail &&
@@ -212,6 +214,8 @@ type jsonScan struct {
 
 var errJSON = errors.New("malformed JSON")
 
+// parse fills rec, which Parser.Parse has reset, from line: by the fast path when it takes the
+// line, else by the walk, on rec reset again from what the fast path may have stored.
 func (p *jsonParser) parse(line string, rec *Record) error {
 	if p.fast(line, rec) {
 		return nil
@@ -236,8 +240,8 @@ func (p *jsonParser) fast(line string, rec *Record) bool {
 	// string or literal takes.
 	i := 1
 	for pos := 0; ; pos++ {
-		// The entry the last line had at pos, when this line has its key there too (find's
-		// otherwise).
+		// The key's entry: the one the last line had at pos when this line has the same key
+		// there, as it mostly has, else the one find looks up.
 		var tg *target
 		if e := p.predictedFor(pos); e != nil && (e.atShort(line, i) || e.atLong(line, i)) {
 			i += len(e.quoted)

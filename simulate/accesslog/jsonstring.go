@@ -181,33 +181,33 @@ func hex4(s string, i int) (rune, bool) {
 }
 
 // quoteBits marks where a line's quotes are, a bit a byte (bit j of word k for byte 64k+j), for
-// lines shorter than 64 bytes a word: 4 KB, longer than nearly any access log's line.
+// lines shorter than 64 words of 64 bytes, 4,096 bytes: longer than nearly any access log's line.
 type quoteBits [64]uint64
 
-// fill marks the quotes of s, which must be shorter than 64 bytes a word, and reports whether s
-// has neither a backslash nor a control character: only then do its quotes alone end its
-// strings. The whole 16-byte blocks are quoteBlocksOf's (SIMD), a mask a block, and the rest a byte
-// at a time; the masks after the last one up to the end of its word are zeroed, so that next
-// finds no quote of an earlier line.
+// fill marks the quotes of s, which must be shorter than 4,096 bytes, and reports whether s has
+// neither a backslash nor a control character: only then do its quotes alone end its strings.
+// quoteBlocksOf marks the whole 16-byte blocks from the start, where it has a SIMD version
+// (amd64, little-endian: its 16-bit masks are the words' bits in order), and covers nothing
+// elsewhere; the bytes after the blocks are marked one at a time here. Every bit of the words s
+// spans is written, so that next finds no quote of an earlier, longer line.
 func (q *quoteBits) fill(s string) bool {
-	masks := (*[4 * len(quoteBits{})]uint16)(unsafe.Pointer(q))
-	n, special := quoteBlocksOf(s, &masks[0])
+	n, special := quoteBlocksOf(s, (*uint16)(unsafe.Pointer(q)))
 	if special {
 		return false
 	}
-	var m uint16
+	// Bits of the blocks' last word past them, and the words after it, are an earlier line's.
+	w := n / 64
+	q[w] &= 1<<(n%64) - 1
+	for k := w + 1; k <= (len(s)-1)/64; k++ {
+		q[k] = 0
+	}
 	for i := n; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '"':
-			m |= 1 << (i - n)
+			q[uint(i)/64] |= 1 << (uint(i) % 64)
 		case c == '\\' || c < 0x20:
 			return false
 		}
-	}
-	k := n / 16
-	masks[k] = m
-	for k++; k%4 != 0; k++ {
-		masks[k] = 0
 	}
 	return true
 }
