@@ -423,16 +423,15 @@ func (p *jsonParser) object(sc *jsonScan, prefix string, rec *Record, depth int)
 // predictedAt returns the entry of the top-level key the last line had at place pos
 // (p.predicted) when this line has it there too, quoted and followed by ':' as compact logs
 // write every key, and nil otherwise: the key then needs neither scanning nor looking up, nor
-// its colon a test of its own. Otherwise key reads it.
+// its colon a test of its own. Otherwise key reads it. It compares the key as fast does.
 func (p *jsonParser) predictedAt(sc *jsonScan, prefix string, pos int) *keyTarget {
-	if prefix != "" || pos >= len(p.predicted) {
+	if prefix != "" {
 		return nil
 	}
-	e := p.predicted[pos]
-	if e == nil || !strings.HasPrefix(sc.s[sc.i:], e.quoted) {
-		return nil
+	if e := p.predictedFor(pos); e != nil && (e.atShort(sc.s, sc.i) || e.atLong(sc.s, sc.i)) {
+		return e
 	}
-	return e
+	return nil
 }
 
 // key parses the key at sc.i, the pos-th of the object at prefix, and returns its dotted path
