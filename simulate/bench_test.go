@@ -109,7 +109,9 @@ func BenchmarkReplay1M(b *testing.B) {
 			path := benchFile(b, c.format, c.gz)
 			wcRate := wcLines(path, c.gz)
 			lat, _ := ParseLatency("1ms", 1)
-			defer TuneMemory()() // as rlctl simulate runs it
+			ready, restore := TuneMemory() // as rlctl simulate runs it
+			defer restore()
+			ready()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				f, err := os.Open(path)

@@ -29,35 +29,48 @@ const (
 const hugeAdvice = 1 << 30
 
 // TuneMemory sets the garbage collector and the heap's pages for a replay, as rlctl simulate
-// and BenchmarkReplay1M run it, and returns a function that restores the previous collector
-// settings. The settings are process-wide, so Run leaves them to its callers.
+// and BenchmarkReplay1M run it. It returns ready, which waits until the heap's pages are
+// advised (call it before the replay allocates), and restore, which waits as ready does and
+// then puts the previous collector settings back. The settings are process-wide, so Run leaves
+// them to its callers.
 //
-// It first asks for transparent huge pages on the heap's next hugeAdvice bytes, or as many as
-// the user's memory limit if that is lower (adviseHugePages; on Linux a replay then takes a
-// twelfth of the page faults and about an eighth less CPU). Then the collector: a memory limit
-// the user set (GOMEMLIMIT) is left alone, as the container it protects matters more than the
-// time it costs; so is everything when the user set GOGC: a replay with GOGC=off, say,
-// allocates the same whatever the timing of the collector, and counts the same instructions
-// each time (COUNT=N scripts/ab-simulate.sh).
-func TuneMemory() (restore func()) {
+// It asks for transparent huge pages on the heap's next hugeAdvice bytes, or as many as the
+// user's memory limit if that is lower (adviseHugePages; on Linux a replay then takes a twelfth
+// of the page faults and about an eighth less CPU). The runtime maps that gigabyte and then
+// hands it back, which takes 10-15 ms, so it runs on a goroutine of its own: a caller loads its
+// policies meanwhile, on the other core, and calls ready once it has them.
+//
+// Then the collector: a memory limit the user set (GOMEMLIMIT) is left alone, as the container
+// it protects matters more than the time it costs; so is everything when the user set GOGC: a
+// replay with GOGC=off, say, allocates the same whatever the timing of the collector, and
+// counts the same instructions each time (COUNT=N scripts/ab-simulate.sh). The percentage is
+// set at once, which spares the policies' loading most of its collections too; the soft limit
+// only after the advice, as the advised block counts against it while it is allocated.
+func TuneMemory() (ready, restore func()) {
 	prevLimit := debug.SetMemoryLimit(-1) // reads it
-	adviseHugePages(int(min(hugeAdvice, prevLimit)))
-	if _, set := os.LookupEnv("GOGC"); set {
-		return func() {}
+	_, userGOGC := os.LookupEnv("GOGC")
+	prevPercent := 0
+	if !userGOGC {
+		prevPercent = debug.SetGCPercent(gcPercent)
 	}
-	prevPercent := debug.SetGCPercent(gcPercent)
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	if metrics.Read(sample); prevLimit != math.MaxInt64 || sample[0].Value.Kind() != metrics.KindUint64 {
-		return func() { debug.SetGCPercent(prevPercent) }
-	}
+	metrics.Read(sample)
+	tuneLimit := !userGOGC && prevLimit == math.MaxInt64 && sample[0].Value.Kind() == metrics.KindUint64
 	setLimit := func() {
 		metrics.Read(sample)
 		debug.SetMemoryLimit(max(gcMinLimit, gcFactor*int64(sample[0].Value.Uint64())))
 	}
-	setLimit()
-	stop, done := make(chan struct{}), make(chan struct{})
+
+	advised, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		adviseHugePages(int(min(hugeAdvice, prevLimit)))
+		if !tuneLimit {
+			close(advised)
+			return
+		}
+		setLimit()
+		close(advised)
 		t := time.NewTicker(gcEvery)
 		defer t.Stop()
 		for {
@@ -69,10 +82,17 @@ func TuneMemory() (restore func()) {
 			}
 		}
 	}()
-	return func() {
+	ready = func() { <-advised }
+	restore = func() {
+		<-advised
 		close(stop)
 		<-done
-		debug.SetGCPercent(prevPercent)
-		debug.SetMemoryLimit(prevLimit)
+		if !userGOGC {
+			debug.SetGCPercent(prevPercent)
+		}
+		if tuneLimit {
+			debug.SetMemoryLimit(prevLimit)
+		}
 	}
+	return ready, restore
 }

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// TuneMemory sets the collector's percentage and, unless the user set a memory limit, a soft
-// limit of at least gcMinLimit; its restore function puts the previous settings back.
+// TuneMemory sets the collector's percentage at once and, unless the user set a memory limit, a
+// soft limit of at least gcMinLimit by the time ready returns; restore puts the previous
+// settings back.
 func TestTuneMemory(t *testing.T) {
 	if gogc, set := os.LookupEnv("GOGC"); set {
 		// TuneMemory leaves the collector alone (TestTuneMemoryKeepsGOGC); restored after the
@@ -31,7 +32,13 @@ func TestTuneMemory(t *testing.T) {
 		{"user limit kept", 100 << 20, 100 << 20, 100 << 20},
 	} {
 		debug.SetMemoryLimit(tt.userLimit)
-		restore := TuneMemory()
+		ready, restore := TuneMemory()
+		// The percentage is set before TuneMemory returns, for the policies' loading; the limit
+		// once the heap is advised.
+		if early := debug.SetGCPercent(gcPercent); early != gcPercent {
+			t.Errorf("%s: GC percent %d before ready; want %d", tt.name, early, gcPercent)
+		}
+		ready()
 		percent := debug.SetGCPercent(gcPercent)
 		limit := debug.SetMemoryLimit(-1)
 		restore()
@@ -52,7 +59,8 @@ func TestTuneMemoryKeepsGOGC(t *testing.T) {
 	prevLimit := debug.SetMemoryLimit(math.MaxInt64)
 	defer debug.SetMemoryLimit(prevLimit)
 
-	restore := TuneMemory()
+	ready, restore := TuneMemory()
+	ready()
 	percent, limit := debug.SetGCPercent(150), debug.SetMemoryLimit(-1)
 	restore()
 	if percent != 150 || limit != math.MaxInt64 {

@@ -278,7 +278,9 @@ func (df diffFlags) parseBlast(cmd *cobra.Command) (*blastSettings, error) {
 // run replays the logs through base and head (simulate.Run, with its defaults for what diff
 // does not set) and compares the outcomes.
 func (bs *blastSettings) run(cmd *cobra.Command, base, head *policy.Model) (*diff.Blast, error) {
-	defer simulate.TuneMemory()()
+	memoryReady, restoreMemory := simulate.TuneMemory()
+	defer restoreMemory()
+	memoryReady()
 	replay := func(ctx context.Context, m *policy.Model, obs simulate.Observer) (*report.Report, error) {
 		inputs, total, closeAll, err := openLogs(bs.df.logs, nil)
 		if err != nil {

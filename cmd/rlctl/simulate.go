@@ -199,6 +199,9 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 			return usageErrorf("simulate: %w", err)
 		}
 	}
+	// The heap's advice takes a while and needs no policies: it runs while they load.
+	memoryReady, restoreMemory := simulate.TuneMemory()
+	defer restoreMemory()
 	model, err := schema.Load(sf.policies)
 	if err != nil {
 		return usageErrorf("simulate: loading %s: %w", sf.policies, err)
@@ -211,7 +214,7 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 		return usageErrorf("simulate: %w", err)
 	}
 	defer closeAll()
-	defer simulate.TuneMemory()()
+	memoryReady()
 	stop := startProgress(cmd.ErrOrStderr(), total)
 	r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
 		Sim: simulate.Config{Model: model, Domain: sf.domain, Gateways: sf.gateways, Assign: ls.assign,
