@@ -47,6 +47,7 @@ type requestBuilder struct {
 	// cold at every use.
 	entries [][][]policy.Entry
 	user    []byte
+	hashes  valueHashes // of the domain selectRules is at
 	// Scratch of tokenOf: a payload decoded, and the claims kept of it, viewing it.
 	payload []byte
 	kept    []policy.Claim

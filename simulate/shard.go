@@ -58,9 +58,12 @@ type shard struct {
 	events eventQueue
 	seq    uint64
 	nowUs  int64
-	lat    Latency
-	clock  engine.Clock
-	disp   engine.Dispatcher
+	// Scratch of storeKey: a descriptor's entries and the key built of them.
+	entries []policy.Entry
+	keyBuf  []byte
+	lat     Latency
+	clock   engine.Clock
+	disp    engine.Dispatcher
 
 	// at is the number of the last record the shard moved its time to (prepared.n).
 	at int64
@@ -282,7 +285,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	rs := h.rs
 	ks := sh.keys.get(h.hash, h.id)
 	if ks == nil {
-		ks = sh.keys.newKeyState(string(p.keys[h.keyAt:h.keyEnd]), rs.index, len(gw.names))
+		ks = sh.keys.newKeyState(sh.storeKey(p, h), rs.index, len(gw.names))
 		ks.id = h.id
 		sh.keys.add(h.hash, ks)
 	}
@@ -343,6 +346,20 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 		ks.legit++
 	}
 	return nil
+}
+
+// storeKey builds the store key of hit h of record p, a key new to the shard: the parsing
+// goroutines hash keys without building them (storeKeyHashes).
+func (sh *shard) storeKey(p *prepared, h *hit) string {
+	ds := sh.sim.domains[h.domain]
+	shape := ds.shapes[h.shape]
+	values, _ := sh.sim.valuesAt(p, int(h.domain))
+	sh.entries = sh.entries[:0]
+	for _, i := range shape {
+		sh.entries = append(sh.entries, policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]})
+	}
+	sh.keyBuf = h.rs.plan.AppendKey(sh.keyBuf[:0], sh.entries)
+	return string(sh.keyBuf)
 }
 
 // describe fills in what reports say of a key, on its first denial: most keys are never

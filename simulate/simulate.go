@@ -319,11 +319,10 @@ func (s *Simulator) replayPrepared(p *prepared, rec *accesslog.Record) error {
 type prepared struct {
 	timeMs int64 // the record's time
 	// matched says whether any rule was selected; hits are the selections to decide, in
-	// domain and shape order. hits, keys, values and oks view the prepBuffers prepare wrote
-	// them into.
+	// domain and shape order. hits, values and oks view the prepBuffers prepare wrote them
+	// into.
 	matched bool
 	hits    []hit
-	keys    []byte // the hits' store keys, one after another
 	// values and oks are the values of s.sources: the shared-NAT address forms (addrSrc),
 	// then each domain's sources (Simulator.valuesAt).
 	values []string
@@ -363,17 +362,15 @@ const (
 )
 
 // hit is one rule a record selects with a descriptor of the rule's own shape. It is packed
-// into 56 bytes, so that a record's hits take few cache lines for the parsing goroutine to
+// into 40 bytes, so that a record's hits take few cache lines for the parsing goroutine to
 // write, the shard workers to read and complete with the outcome, and merge to read.
 type hit struct {
 	rs       *ruleSim
-	hash, id uint64    // the store key's keyHash and keyID
+	hash, id uint64    // the store key's hashes (storeKeyHashes)
 	ks       *keyState // the key's state, set by shard.decide
-	// keyAt and keyEnd are the store key, in prepared.keys.
-	keyAt, keyEnd int
-	domain        uint16 // at most maxDomains (New)
-	shape         uint16 // the descriptor's shape, in its domain's shapes: at most maxShapes
-	shard         uint8  // shardOf(hash)
+	domain   uint16    // at most maxDomains (New)
+	shape    uint16    // the descriptor's shape, in its domain's shapes: at most maxShapes
+	shard    uint8     // shardOf(hash)
 	// The outcome, set by shard.decide: the rule would deny the request, rejects it given its
 	// stage on the gateway, a value of the request is marked legitimate.
 	would, denied, legit bool
@@ -390,7 +387,6 @@ type prepBuffers struct {
 	values []string
 	oks    []bool
 	hits   []hit
-	keys   []byte
 	arena  []byte // the bytes of the values that prepare builds (policy.Request.AppendValuesIn)
 }
 
@@ -401,7 +397,7 @@ func since[T any](s []T, at int) []T { return s[at:len(s):len(s)] }
 // reset readies b for another run of records; what prepare wrote into it before must no
 // longer be read.
 func (b *prepBuffers) reset() {
-	b.values, b.oks, b.hits, b.keys, b.arena = b.values[:0], b.oks[:0], b.hits[:0], b.keys[:0], b.arena[:0]
+	b.values, b.oks, b.hits, b.arena = b.values[:0], b.oks[:0], b.hits[:0], b.arena[:0]
 }
 
 // prepare fills p for rec, building the request with rb, and writes the values, hits and keys
@@ -442,12 +438,14 @@ func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Reco
 	s.selectRules(p, rb, buf)
 }
 
-// selectRules finds the rules p's values select, with their store keys (prepared.hits).
+// selectRules finds the rules p's values select, with their store keys' hashes
+// (prepared.hits).
 func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffers) {
 	p.matched = false
-	hitsAt, keysAt := len(buf.hits), len(buf.keys)
+	hitsAt := len(buf.hits)
 	for di, ds := range s.domains {
 		values, oks := s.valuesAt(p, di)
+		rb.hashes.reset(len(values))
 		for si, shape := range ds.shapes {
 			entries := rb.entries[di][si]
 			ok := true
@@ -470,15 +468,11 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffer
 			if len(shape) != rs.descriptorLen() {
 				continue // the rule's own shape decides it; a shorter or longer one must not count twice
 			}
-			at := len(buf.keys)
-			buf.keys = rs.plan.AppendKey(buf.keys, entries)
-			key := buf.keys[at:]
-			h := keyHash(key)
-			buf.hits = append(buf.hits, hit{rs: rs, hash: h, id: keyID(key), keyAt: at - keysAt, keyEnd: len(buf.keys) - keysAt,
-				domain: uint16(di), shape: uint16(si), shard: uint8(shardOf(h))})
+			h, id := rb.hashes.storeKeyHashes(rs, shape, values)
+			buf.hits = append(buf.hits, hit{rs: rs, hash: h, id: id, domain: uint16(di), shape: uint16(si), shard: uint8(shardOf(h))})
 		}
 	}
-	p.hits, p.keys = since(buf.hits, hitsAt), since(buf.keys, keysAt)
+	p.hits = since(buf.hits, hitsAt)
 }
 
 // newBuilder returns a builder of s's requests for one goroutine: its tokens keep the claims

@@ -75,12 +75,12 @@ func (t *keyTable) newKeyState(key string, rule, n int) *keyState {
 	return ks
 }
 
-// keyTable holds a shard's keys by the hash of their store key, which prepare computes on
-// the parsing goroutines, so that the replay never hashes a long key. It is an open-addressing
+// keyTable holds a shard's keys by the hash of their store key (storeKeyHashes), which prepare
+// computes on the parsing goroutines, so that the replay never hashes a long key. It is an open-addressing
 // table of (hash, key state) pairs, probed linearly from the hash's low bits: a lookup reads
 // one slot's cache line, where a Go map reads its group's control word and then the slot.
 // Keys whose hashes are equal sit in slots one after another, and are told apart by a second,
-// independent hash of the key (keyID): the two hashes of two keys are equal about once in
+// independent hash of the key (its ID): the two hashes of two keys are equal about once in
 // 2^128 tries, and comparing them spares the replay a read of the key's bytes, which sit in
 // memory of their own.
 type keyTable struct {
@@ -228,14 +228,15 @@ func (t *keyTable) rehash(empty int) {
 // maxFree bounds a key table's free list: 65,536 key states over all shards, about 29 MB.
 const maxFree = 1 << 16 / shardCount
 
-// keyHash is the hash keyTable and the shard assignment use (shardOf).
+// keyHash is a hash of bytes that is the same from process to process (the JWT cache's).
 func keyHash(key []byte) uint64 { return xxhash.Sum64(key) }
 
-// keyIDSeed seeds keyID. It differs from process to process, which changes nothing: keyID
-// only ever tells keys apart, and orders nothing.
+// keyIDSeed seeds keyID and the second hash of a store key (storeKeyHashes). It differs from
+// process to process, which changes nothing: those hashes only ever tell things apart, and
+// order nothing.
 var keyIDSeed = maphash.MakeSeed()
 
-// keyID is keyTable's second hash of a store key.
+// keyID is a second, independent hash of bytes, for the JWT cache.
 func keyID(key []byte) uint64 { return maphash.Bytes(keyIDSeed, key) }
 
 func (s *ruleStats) add(series, bucket int, n int64) {
