@@ -170,15 +170,31 @@ func AppendRuleKey(dst []byte, domain string, r *policy.Rule, entries []policy.E
 	return appendRuleEntries(AppendKey(dst, domain, r.Name), r, entries, nil)
 }
 
+// KeyParts returns what of a descriptor's entries the rule's key (AppendKey) is made of: the
+// entries whose keys and values it holds, a prefix of entries, and for a sub-sharded rule the
+// number of the sub-shard, -1 otherwise. A rule's descriptors have equal keys exactly when
+// they have equal such entries and shards, since the key escapes them (one to one) after the
+// rule's own domain and name; a caller can so tell keys apart without building them.
+func (p *RulePlan) KeyParts(entries []policy.Entry) (matched []policy.Entry, shard int) {
+	return keyParts(p.Rule, p.Shards, entries)
+}
+
+// keyParts is KeyParts of rule r, whose number of sub-shards is shards (ruleShards).
+func keyParts(r *policy.Rule, shards int, entries []policy.Entry) (matched []policy.Entry, shard int) {
+	switch {
+	case shards == 0:
+		return entries, -1
+	case len(entries) <= len(r.Match):
+		return entries, 0 // without the sub-shard entry
+	}
+	return entries[:len(entries)-1], ShardOf(entries[len(entries)-1].Value, shards)
+}
+
 // appendRuleEntries appends the part of rule r's key that follows its domain and name. An
 // entry whose key is that of r's match entry at its place takes matchKeys' part for it, when
 // there is one (RulePlan.matchKeys).
 func appendRuleEntries(dst []byte, r *policy.Rule, entries []policy.Entry, matchKeys []string) []byte {
-	shards := ruleShards(r)
-	matched := entries
-	if shards > 0 && len(entries) > len(r.Match) {
-		matched = entries[:len(entries)-1]
-	}
+	matched, shard := keyParts(r, ruleShards(r), entries)
 	for i := range matched {
 		e := &matched[i] // not a copy: the loop's calls would spill and reload it
 		if i < len(matchKeys) && e.Key == r.Match[i].Key {
@@ -188,11 +204,7 @@ func appendRuleEntries(dst []byte, r *policy.Rule, entries []policy.Entry, match
 		}
 		dst = AppendKeyPart(dst, e.Value)
 	}
-	if shards > 0 {
-		shard := 0
-		if len(entries) > len(matched) {
-			shard = ShardOf(entries[len(entries)-1].Value, shards)
-		}
+	if shard >= 0 {
 		dst = AppendKeyPart(dst, "shard")
 		dst = strconv.AppendInt(append(dst, ':'), int64(shard), 10)
 	}

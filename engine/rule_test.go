@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -112,6 +113,48 @@ func TestAppendRuleKey(t *testing.T) {
 	ents := []policy.Entry{{Key: "tenant", Value: "big"}, {Key: "ip", Value: "10.0.0.7"}}
 	if n := testing.AllocsPerRun(100, func() { buf = AppendRuleKey(buf[:0], "edge", sharded, ents) }); n != 0 {
 		t.Errorf("AppendRuleKey allocates %v times", n)
+	}
+}
+
+// KeyParts names what a rule's key is made of: two descriptors of the rule have equal keys
+// exactly when their parts are equal, over values that only the key's escaping tells apart and
+// addresses many to a sub-shard.
+func TestKeyPartsTellKeysApart(t *testing.T) {
+	limits := []policy.Limit{{Requests: 10, WindowMs: 1000}}
+	plain := &policy.Rule{Name: "per-tenant", Limits: limits, Match: []policy.Match{{Key: "tenant", Kind: policy.MatchAny}, {Key: "path", Kind: policy.MatchAny}}}
+	sharded := &policy.Rule{Name: "hot", Limits: limits, Match: []policy.Match{{Key: "tenant", Kind: policy.MatchAny}},
+		SubShards: &policy.SubShards{Count: 8, Attribute: "ip"}}
+	values := []string{"", "a", "%", ":", "a:", "%3A", "{", "}", "a:path:", "a:path:a"} // unescaped, the last two would make equal keys
+	for _, r := range []*policy.Rule{plain, sharded} {
+		p, err := PlanRule("edge", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, partsOf := map[string]string{}, map[string]string{}
+		for i := range len(values) * len(values) * 32 {
+			ents := []policy.Entry{{Key: "tenant", Value: values[i%len(values)]}}
+			if r == plain {
+				ents = append(ents, policy.Entry{Key: "path", Value: values[i/len(values)%len(values)] + values[i%3]})
+			} else if i%5 > 0 {
+				ents = append(ents, policy.Entry{Key: "ip", Value: "10.0.0." + strings.Repeat("1", i/len(values)%32)})
+			}
+			matched, shard := p.KeyParts(ents)
+			if r == plain && (shard != -1 || len(matched) != len(ents)) || r == sharded && (shard < 0 || len(matched) != 1) {
+				t.Fatalf("rule %s, entries %v: KeyParts gave %v and shard %d", r.Name, ents, matched, shard)
+			}
+			parts := fmt.Sprintf("%q %d", matched, shard)
+			key := string(p.AppendKey(nil, ents))
+			if prev, ok := partsOf[key]; ok && prev != parts {
+				t.Fatalf("rule %s: key %q from parts %s and %s", r.Name, key, prev, parts)
+			}
+			if prev, ok := keys[parts]; ok && prev != key {
+				t.Fatalf("rule %s: parts %s make keys %q and %q", r.Name, parts, prev, key)
+			}
+			keys[parts], partsOf[key] = key, parts
+		}
+		if len(keys) < 16 {
+			t.Errorf("rule %s: only %d distinct keys", r.Name, len(keys))
+		}
 	}
 }
 

@@ -4,19 +4,18 @@ import (
 	"hash/maphash"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/policy"
 )
 
 // A hit's store key is the same bytes as its rule's plan builds (engine.RulePlan.AppendKey),
 // but a replay hashes the key without building it: most hits are of keys the shards already
 // hold, which need only the hashes, and building a key (escaping its values) and then hashing
-// it twice was about a tenth of the parsing goroutines' instructions. A store key is its rule's
-// prefix and the rule's entries, each an escaped key and value, and a sub-sharded rule's shard:
-// the rule decides the entries' keys (a rule is only ever selected by its own shape), and
-// escaping is one to one, so two hits have equal keys exactly when they have the same rule,
-// values and shard. The hashes mix those instead of the key's bytes, each value hashed once
-// a record however many rules read it; the shard that decides a new key builds its bytes
-// (shard.decide).
+// it twice was about a tenth of the parsing goroutines' instructions. Two keys of a rule are
+// equal exactly when the parts the key is made of are (engine.RulePlan.KeyParts), and a rule
+// is only ever selected by its own shape, so its entries' keys are always the same: the hashes
+// mix the rule, the values of those entries and the sub-shard, each value hashed once a record
+// however many rules read it. The shard that first meets a key builds its bytes
+// (shard.storeKey).
 
 // valueHashes holds the two hashes of each of one domain's descriptor values in a record, each
 // worked out when a hit first needs it.
@@ -42,24 +41,18 @@ func (vh *valueHashes) of(values []string, i int) (x, m uint64) {
 	return vh.x[i], vh.m[i]
 }
 
-// storeKeyHashes returns the two hashes of the store key of rule rs for the domain's values
-// (by shape, rs's own shape): hash, the same in every process, which places the key in a shard
-// (shardOf) and a keyTable; and id, which tells keys of equal hashes apart.
-func (vh *valueHashes) storeKeyHashes(rs *ruleSim, shape []int, values []string) (hash, id uint64) {
+// storeKeyHashes returns the two hashes of the store key of rule rs for a descriptor of its own
+// shape, entries, whose values are the domain's values at shape: hash, the same in every
+// process, which places the key in a shard (shardOf) and a keyTable; and id, which tells keys
+// of equal hashes apart.
+func (vh *valueHashes) storeKeyHashes(rs *ruleSim, shape []int, entries []policy.Entry, values []string) (hash, id uint64) {
 	hash, id = mixKey(0, uint64(rs.index)), mixID(0, uint64(rs.index))
-	matched := shape
-	if rs.plan.Shards > 0 && len(shape) > len(rs.rule.Match) {
-		matched = shape[:len(shape)-1] // the sub-shard entry: its shard is in the key, not its value
-	}
-	for _, i := range matched {
-		x, m := vh.of(values, i)
+	matched, shard := rs.plan.KeyParts(entries)
+	for j := range matched {
+		x, m := vh.of(values, shape[j]) // entries[j] holds values[shape[j]]
 		hash, id = mixKey(hash, x), mixID(id, m)
 	}
-	if rs.plan.Shards > 0 {
-		shard := 0
-		if len(matched) < len(shape) {
-			shard = engine.ShardOf(values[shape[len(shape)-1]], rs.plan.Shards)
-		}
+	if shard >= 0 {
 		hash, id = mixKey(hash, uint64(shard)), mixID(id, uint64(shard))
 	}
 	return hash, id

@@ -64,16 +64,16 @@ func TestStoreKeyHashesFollowKeys(t *testing.T) {
 				if rs.plan.Shards > 0 {
 					values[shape[len(shape)-1]] = fmt.Sprintf("10.0.0.%d", rng.IntN(256)) // 16 in a shard
 				}
-				vh.reset(len(values))
-				h, id := vh.storeKeyHashes(rs, shape, values)
-				// storeKey reads the domain's values at Simulator.domainAt: lay them out there.
-				all := append(make([]string, s.domainAt[di]), values...)
-				p := &prepared{values: all, oks: make([]bool, len(all))}
-				key := sh.storeKey(p, &hit{rs: rs, domain: uint16(di), shape: uint16(si)})
 				entries := make([]policy.Entry, len(shape))
 				for j, i := range shape {
 					entries[j] = policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]}
 				}
+				vh.reset(len(values))
+				h, id := vh.storeKeyHashes(rs, shape, entries, values)
+				// storeKey reads the domain's values at Simulator.domainAt: lay them out there.
+				all := append(make([]string, s.domainAt[di]), values...)
+				p := &prepared{values: all, oks: make([]bool, len(all))}
+				key := sh.storeKey(p, &hit{rs: rs, domain: uint16(di), shape: uint16(si)})
 				if want := string(rs.plan.AppendKey(nil, entries)); key != want {
 					t.Fatalf("rule %s: storeKey %q, AppendKey %q", rs.rule.Name, key, want)
 				}
