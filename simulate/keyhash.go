@@ -13,9 +13,9 @@ import (
 // it twice was about a tenth of the parsing goroutines' instructions. Two keys of a rule are
 // equal exactly when the parts the key is made of are (engine.RulePlan.KeyParts), and a rule
 // is only ever selected by its own shape, so its entries' keys are always the same: the hashes
-// mix the rule, the values of those entries and the sub-shard, each value hashed once a record
-// however many rules read it. The shard that first meets a key builds its bytes
-// (shard.storeKey).
+// mix the rule (a hash of its domain and name), the values of those entries and the sub-shard,
+// each value hashed once a record however many rules read it. The shard that first meets a key
+// builds its bytes (shard.storeKey).
 
 // valueHashes holds the two hashes of each of one domain's descriptor values in a record, each
 // worked out when a hit first needs it.
@@ -46,7 +46,7 @@ func (vh *valueHashes) of(values []string, i int) (x, m uint64) {
 // process, which places the key in a shard (shardOf) and a keyTable; and id, which tells keys
 // of equal hashes apart.
 func (vh *valueHashes) storeKeyHashes(rs *ruleSim, shape []int, entries []policy.Entry, values []string) (hash, id uint64) {
-	hash, id = mixKey(0, uint64(rs.index)), mixID(0, uint64(rs.index))
+	hash, id = rs.keySeed, rs.idSeed
 	matched, shard := rs.plan.KeyParts(entries)
 	for j := range matched {
 		x, m := vh.of(values, shape[j]) // entries[j] holds values[shape[j]]
@@ -58,10 +58,11 @@ func (vh *valueHashes) storeKeyHashes(rs *ruleSim, shape []int, entries []policy
 	return hash, id
 }
 
-// mixKey and mixID fold one more part into a key's hash and ID. Each is one to one in the part
-// for a given hash so far (an xor, a multiplication by an odd number and an xor-shift), so keys
-// that differ in one part always differ in both; keys that differ in several have equal hashes
-// and IDs about once in 2^128, as their parts' hashes are independent.
+// mixKey and mixID fold one more part's hash into a key's hash and ID. Each is one to one in the
+// part's hash for a given hash so far (an xor, a multiplication by an odd number and an
+// xor-shift), so keys whose parts' hashes differ in one place always hash apart; two values of
+// equal xxhash still have different maphash IDs but about once in 2^64, and keys that differ
+// in several parts have equal hashes and IDs about once in 2^128.
 func mixKey(h, part uint64) uint64 {
 	h = (h ^ part) * 0xbf58476d1ce4e5b9
 	return h ^ h>>31

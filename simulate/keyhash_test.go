@@ -2,11 +2,14 @@ package simulate
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/schema"
+	"github.com/rlctl/rlctl/simulate/accesslog"
 )
 
 // Two hits have equal store key hashes exactly when their store keys, as the rule's plan builds
@@ -35,6 +38,7 @@ func TestStoreKeyHashesFollowKeys(t *testing.T) {
 		return v
 	}
 	sharded := 0
+	byHash := map[pair]string{} // over every rule: keys of different rules hash apart too
 	for di, ds := range s.domains {
 		for _, rs := range ds.rules {
 			si := -1
@@ -50,7 +54,7 @@ func TestStoreKeyHashesFollowKeys(t *testing.T) {
 				sharded++
 			}
 			shape := ds.shapes[si]
-			byKey, byHash := map[string]pair{}, map[pair]string{}
+			byKey := map[string]pair{}
 			var vh valueHashes
 			sh := s.shards[0]
 			for range 20000 {
@@ -110,4 +114,99 @@ func shapeSelects(ds *domainSim, shape []int, rs *ruleSim) bool {
 		}
 	}
 	return true
+}
+
+// Through prepare, on a model of two domains whose sources sit in a different order (so that a
+// domain's values are not at the start of a record's): every hit's store key, as the shard
+// that keeps it builds it, and its hashes go one to one, across domains and records.
+func TestStoreKeyHashesAcrossDomains(t *testing.T) {
+	rule := func(name string, match []policy.Match) *policy.Rule {
+		return &policy.Rule{Name: name, Match: match, Stage: policy.Stage{Name: policy.StageEnforce},
+			Limits: []policy.Limit{{Requests: 10, WindowMs: 60_000, Algorithm: policy.TokenBucket, Cost: 1}}}
+	}
+	tenant := &policy.Source{Key: "tenant", Kind: policy.SourceHeader, Header: "x-tenant-id"}
+	ip := &policy.Source{Key: "ip", Kind: policy.SourceRemoteAddress, Mask: policy.MaskNone}
+	sharded := rule("hot", []policy.Match{{Key: "tenant", Value: "big", Kind: policy.MatchExact}})
+	sharded.SubShards = &policy.SubShards{Count: 4, Attribute: "ip"}
+	m := &policy.Model{Domains: []*policy.Domain{
+		{Name: "a", Sources: []*policy.Source{tenant, ip}, Rules: []*policy.Rule{
+			sharded, rule("per-tenant", []policy.Match{{Key: "tenant", Kind: policy.MatchAny}})}},
+		{Name: "b", Sources: []*policy.Source{ip, tenant}, Rules: []*policy.Rule{
+			rule("per-ip", []policy.Match{{Key: "ip", Kind: policy.MatchAny}}),
+			rule("per-pair", []policy.Match{{Key: "ip", Kind: policy.MatchAny}, {Key: "tenant", Kind: policy.MatchAny}})}},
+	}}
+	s, err := New(Config{Model: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type pair struct{ hash, id uint64 }
+	byKey, byHash := map[string]pair{}, map[pair]string{}
+	rb, buf := s.newBuilder(), &prepBuffers{}
+	tenants := []string{"big", "a", "a:b", "%", "{x}"}
+	hits := 0
+	for i := range 2000 {
+		rec := accesslog.Record{TimeMs: int64(i), RemoteAddr: fmt.Sprintf("10.0.%d.%d", i%3, i%7),
+			Headers: []accesslog.Header{{Name: "x-tenant-id", Value: tenants[i%len(tenants)]}}}
+		var p prepared
+		s.prepare(&p, rb, &rec, buf)
+		for j := range p.hits {
+			h := &p.hits[j]
+			key, got := s.shards[0].storeKey(&p, h), pair{h.hash, h.id}
+			if prev, ok := byKey[key]; ok && prev != got {
+				t.Fatalf("key %q hashed to %x and to %x", key, prev, got)
+			}
+			if prev, ok := byHash[got]; ok && prev != key {
+				t.Fatalf("keys %q and %q both hashed to %x", prev, key, got)
+			}
+			byKey[key], byHash[got] = got, key
+			hits++
+		}
+		buf.reset()
+	}
+	// 5 tenants × 21 addresses: hot takes tenant big (an exact match comes first), in 4 keys
+	// (its sub-shards); per-tenant the other 4 tenants; per-ip 21 keys; per-pair 105. A record
+	// hits one rule of a and both of b.
+	if want := 4 + 4 + 21 + 105; len(byKey) != want || hits != 2000*3 {
+		t.Errorf("%d keys in %d hits; want %d in %d", len(byKey), hits, want, 2000*3)
+	}
+}
+
+// A rule's keys hash the same wherever the rule is in the policies: the hashes start from the
+// rule's domain and name, not its place.
+func TestStoreKeyHashesIgnoreRuleOrder(t *testing.T) {
+	hashes := func(reverse bool) map[string]uint64 {
+		m, err := schema.Load("../policies")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reverse {
+			slices.Reverse(m.Domains[0].Rules)
+		}
+		s, err := New(Config{Model: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]uint64{}
+		for _, ds := range s.domains {
+			for _, rs := range ds.rules {
+				var vh valueHashes
+				values := make([]string, len(ds.d.Sources))
+				for i := range values {
+					values[i] = "v"
+				}
+				vh.reset(len(values))
+				shape := ds.shapes[slices.IndexFunc(ds.shapes, func(sh []int) bool { return shapeSelects(ds, sh, rs) && len(sh) == rs.descriptorLen() })]
+				entries := make([]policy.Entry, len(shape))
+				for j, i := range shape {
+					entries[j] = policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]}
+				}
+				out[rs.rule.Name], _ = vh.storeKeyHashes(rs, shape, entries, values)
+			}
+		}
+		return out
+	}
+	a, b := hashes(false), hashes(true)
+	if len(a) < 2 || !maps.Equal(a, b) {
+		t.Errorf("hashes by rule: %v in the policies' order, %v with the rules reversed", a, b)
+	}
 }

@@ -2,8 +2,10 @@ package simulate
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/report"
@@ -29,6 +31,10 @@ type ruleSim struct {
 	rule  *policy.Rule
 	depth int // matched entries, without the sub-shard entry
 	index int // in Simulator.rules
+	// keySeed and idSeed start the hashes of the rule's store keys (storeKeyHashes): hashes
+	// of the keys' common start, its domain and name, so that where a key lands does not
+	// depend on where its rule is in the policies.
+	keySeed, idSeed uint64
 }
 
 func newDomainSim(d *policy.Domain) (*domainSim, error) {
@@ -76,7 +82,8 @@ func newRuleSim(domain string, r *policy.Rule) (*ruleSim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("domain %s: rule %s: %w", domain, r.Name, err)
 	}
-	return &ruleSim{plan: plan, rule: r, depth: len(r.Match)}, nil
+	prefix := engine.AppendKey(nil, domain, r.Name)
+	return &ruleSim{plan: plan, rule: r, depth: len(r.Match), keySeed: xxhash.Sum64(prefix), idSeed: maphash.Bytes(keyIDSeed, prefix)}, nil
 }
 
 // report returns the rule's report entry, named, without figures.

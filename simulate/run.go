@@ -47,7 +47,7 @@ var ErrTooManyBad = errors.New("too many bad lines")
 //   - one goroutine reads the log's lines in order into chunks (several logs are read and
 //     parsed there, merged by time);
 //   - Workers goroutines parse chunks and prepare their records (descriptor values, selected
-//     rules, store keys and their hashes), each chunk on one of them;
+//     rules, their store keys' hashes), each chunk on one of them;
 //   - one goroutine, the sequencer, takes the chunks in log order and places each record:
 //     its replay time, the housekeeping tick before it and its gateway (Simulator.sequence);
 //   - min(Workers, shardCount) goroutines run the shards (shard), worker w of n the shards w,

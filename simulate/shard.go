@@ -35,7 +35,7 @@ const (
 	shardCount = 1 << shardBits // at most 64: a worker's shards are the bits of a uint64
 )
 
-// shardOf is the shard of a key or address whose keyHash or addrHash is h.
+// shardOf is the shard of a key or address whose hash (storeKeyHashes, addrHash) is h.
 func shardOf(h uint64) int { return int(h >> (64 - shardBits)) }
 
 // Bounds on what a replay remembers beyond its live keys, over all shards.

@@ -313,7 +313,8 @@ func (s *Simulator) replayPrepared(p *prepared, rec *accesslog.Record) error {
 }
 
 // prepared is what the simulator needs of a record: its descriptor source values, the rules
-// they select with their store keys, and the user and addresses the shared-NAT check counts.
+// they select with their store keys' hashes, and the user and addresses the shared-NAT check
+// counts.
 // prepare works these out from the record alone, so Run prepares records on every core; the
 // sequencer then fills in where the record goes (sequence), and the shards decide its hits.
 type prepared struct {
@@ -377,8 +378,8 @@ type hit struct {
 }
 
 // prepBuffers is where prepare writes what it works out for a run of records (one of Run's
-// chunks, say): each record's descriptor values, hits and store keys follow the previous
-// record's, and the record's prepared views its part. The shard workers, on another core than
+// chunks, say): each record's descriptor values and hits follow the previous record's, and
+// the record's prepared views its part. The shard workers, on another core than
 // the one that wrote them, read every record's hits (and write their outcomes) in log order:
 // from a few arrays read straight through, rather than from four small slices per record
 // scattered over the heap (ADR 0002). A buffer that grows leaves the views into its old array
@@ -400,8 +401,8 @@ func (b *prepBuffers) reset() {
 	b.values, b.oks, b.hits, b.arena = b.values[:0], b.oks[:0], b.hits[:0], b.arena[:0]
 }
 
-// prepare fills p for rec, building the request with rb, and writes the values, hits and keys
-// p views into buf. The values it builds view buf's arena (policy.Request.AppendValuesIn) as
+// prepare fills p for rec, building the request with rb, and writes the values and hits p
+// views into buf. The values it builds view buf's arena (policy.Request.AppendValuesIn) as
 // rec's strings may. It reads only what New set up, so several goroutines may prepare records
 // at once, each with its own rb and buf.
 func (s *Simulator) prepare(p *prepared, rb *requestBuilder, rec *accesslog.Record, buf *prepBuffers) {

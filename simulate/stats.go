@@ -31,7 +31,7 @@ const (
 // decision reads, so that a decision touches a few adjacent cache lines of one object rather
 // than an object per engine.
 type keyState struct {
-	id uint64 // keyID of the store key
+	id uint64 // the store key's ID (storeKeyHashes)
 
 	requests int64
 	lastMs   int64
@@ -114,7 +114,7 @@ func crowded(n, size int) bool { return 4*n > 3*size }
 
 func newKeyTable() keyTable { return keyTable{slots: make([]keySlot, minSlots)} }
 
-// get returns the state of the key with hash h and keyID id, or nil.
+// get returns the state of the key with hash h and ID id (storeKeyHashes), or nil.
 func (t *keyTable) get(h, id uint64) *keyState {
 	mask := uint64(len(t.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
