@@ -176,7 +176,7 @@ func AppendRuleKey(dst []byte, domain string, r *policy.Rule, entries []policy.E
 // they have equal such entries and shards, since the key escapes them (one to one) after the
 // rule's own domain and name; a caller can so tell keys apart without building them.
 func (p *RulePlan) KeyParts(entries []policy.Entry) (matched []policy.Entry, shard int) {
-	return keyParts(p.Rule, p.Shards, entries)
+	return keyParts(p.Rule, ruleShards(p.Rule), entries) // as AppendKey, for a plan PlanRule did not make too
 }
 
 // keyParts is KeyParts of rule r, whose number of sub-shards is shards (ruleShards).
