@@ -138,6 +138,12 @@ func runDiff(cmd *cobra.Command, df diffFlags, paths []string) error {
 	if err != nil {
 		return err
 	}
+	if blast != nil {
+		// The heap's advice for the replays runs while the two sides load (as for simulate).
+		var restore func()
+		blast.memoryReady, restore = simulate.TuneMemory()
+		defer restore()
+	}
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
@@ -231,6 +237,8 @@ type blastSettings struct {
 	fields accesslog.Mapping
 	assign simulate.Assignment
 	legit  []string
+	// memoryReady waits for simulate.TuneMemory, which runDiff calls before loading the sides.
+	memoryReady func()
 }
 
 // parseBlast checks the --log flags; nil without --log. Errors are usage errors.
@@ -278,9 +286,7 @@ func (df diffFlags) parseBlast(cmd *cobra.Command) (*blastSettings, error) {
 // run replays the logs through base and head (simulate.Run, with its defaults for what diff
 // does not set) and compares the outcomes.
 func (bs *blastSettings) run(cmd *cobra.Command, base, head *policy.Model) (*diff.Blast, error) {
-	memoryReady, restoreMemory := simulate.TuneMemory()
-	defer restoreMemory()
-	memoryReady()
+	bs.memoryReady()
 	replay := func(ctx context.Context, m *policy.Model, obs simulate.Observer) (*report.Report, error) {
 		inputs, total, closeAll, err := openLogs(bs.df.logs, nil)
 		if err != nil {
