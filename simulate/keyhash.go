@@ -61,8 +61,8 @@ func (vh *valueHashes) storeKeyHashes(rs *ruleSim, shape []int, entries []policy
 // mixKey and mixID fold one more part's hash into a key's hash and ID. Each is one to one in the
 // part's hash for a given hash so far (an xor, a multiplication by an odd number and an
 // xor-shift), so keys whose parts' hashes differ in one place always hash apart; two values of
-// equal xxhash still have different maphash IDs but about once in 2^64, and keys that differ
-// in several parts have equal hashes and IDs about once in 2^128.
+// equal xxhash have equal maphash hashes too only about once in 2^64, and keys that differ in
+// several parts have equal hashes and IDs about once in 2^128.
 func mixKey(h, part uint64) uint64 {
 	h = (h ^ part) * 0xbf58476d1ce4e5b9
 	return h ^ h>>31
