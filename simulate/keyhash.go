@@ -33,23 +33,23 @@ func (vh *valueHashes) reset(n int) {
 	clear(vh.have)
 }
 
-// of returns value i's two hashes (values being the domain's).
-func (vh *valueHashes) of(values []string, i int) (x, m uint64) {
+// of returns the two hashes of v, the domain's i-th value.
+func (vh *valueHashes) of(i int, v string) (x, m uint64) {
 	if !vh.have[i] {
-		vh.x[i], vh.m[i], vh.have[i] = xxhash.Sum64String(values[i]), maphash.String(keyIDSeed, values[i]), true
+		vh.x[i], vh.m[i], vh.have[i] = xxhash.Sum64String(v), maphash.String(keyIDSeed, v), true
 	}
 	return vh.x[i], vh.m[i]
 }
 
-// storeKeyHashes returns the two hashes of the store key of rule rs for a descriptor of its own
-// shape, entries, whose values are the domain's values at shape: hash, the same in every
+// storeKeyHashes returns the two hashes of the store key of rule rs for entries, a descriptor of
+// rs's own shape (entries[j] holds the domain's value shape[j]): hash, the same in every
 // process, which places the key in a shard (shardOf) and a keyTable; and id, which tells keys
 // of equal hashes apart.
-func (vh *valueHashes) storeKeyHashes(rs *ruleSim, shape []int, entries []policy.Entry, values []string) (hash, id uint64) {
+func (vh *valueHashes) storeKeyHashes(rs *ruleSim, shape []int, entries []policy.Entry) (hash, id uint64) {
 	hash, id = rs.keySeed, rs.idSeed
 	matched, shard := rs.plan.KeyParts(entries)
 	for j := range matched {
-		x, m := vh.of(values, shape[j]) // entries[j] holds values[shape[j]]
+		x, m := vh.of(shape[j], matched[j].Value)
 		hash, id = mixKey(hash, x), mixID(id, m)
 	}
 	if shard >= 0 {

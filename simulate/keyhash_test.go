@@ -73,7 +73,7 @@ func TestStoreKeyHashesFollowKeys(t *testing.T) {
 					entries[j] = policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]}
 				}
 				vh.reset(len(values))
-				h, id := vh.storeKeyHashes(rs, shape, entries, values)
+				h, id := vh.storeKeyHashes(rs, shape, entries)
 				// storeKey reads the domain's values at Simulator.domainAt: lay them out there.
 				all := append(make([]string, s.domainAt[di]), values...)
 				p := &prepared{values: all, oks: make([]bool, len(all))}
@@ -200,7 +200,7 @@ func TestStoreKeyHashesIgnoreRuleOrder(t *testing.T) {
 				for j, i := range shape {
 					entries[j] = policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]}
 				}
-				out[rs.rule.Name], _ = vh.storeKeyHashes(rs, shape, entries, values)
+				out[rs.rule.Name], _ = vh.storeKeyHashes(rs, shape, entries)
 			}
 		}
 		return out

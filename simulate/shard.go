@@ -58,8 +58,9 @@ type shard struct {
 	events eventQueue
 	seq    uint64
 	nowUs  int64
-	// Scratch of storeKey: a descriptor's entries and the key built of them.
-	entries []policy.Entry
+	// Scratch of storeKey: each shape's entries with their keys, by domain and shape (as a
+	// requestBuilder's), and the key built of them.
+	entries [][][]policy.Entry
 	keyBuf  []byte
 	lat     Latency
 	clock   engine.Clock
@@ -98,7 +99,7 @@ func newShard(s *Simulator, id int) *shard {
 	sh := &shard{id: id, sim: s, ctx: context.Background(), bucketMs: 1000, lastBucket: -1,
 		lat: s.cfg.Latency.forShard(id), rules: make([]shardRule, len(s.rules)), keys: newKeyTable(),
 		nat:         newNATTracker(max(s.cfg.NATUsers, 100), maxNATAddrs/shardCount),
-		deniedLimit: maxDeniedKeys / shardCount}
+		deniedLimit: maxDeniedKeys / shardCount, entries: s.shapeEntries()}
 	sh.clock = engine.ClockFunc(func() int64 { return sh.nowUs / 1000 })
 	// Everything runs on the shard's worker: requests, the events the dispatcher queues, Sweep.
 	// The store is shared by the gateways' lease managers, the ideal engine by nobody; both
@@ -351,14 +352,12 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 // storeKey builds the store key of hit h of record p, a key new to the shard: the parsing
 // goroutines hash keys without building them (storeKeyHashes).
 func (sh *shard) storeKey(p *prepared, h *hit) string {
-	ds := sh.sim.domains[h.domain]
-	shape := ds.shapes[h.shape]
 	values, _ := sh.sim.valuesAt(p, int(h.domain))
-	sh.entries = sh.entries[:0]
-	for _, i := range shape {
-		sh.entries = append(sh.entries, policy.Entry{Key: ds.d.Sources[i].Key, Value: values[i]})
+	entries := sh.entries[h.domain][h.shape]
+	for j, i := range sh.sim.domains[h.domain].shapes[h.shape] {
+		entries[j].Value = values[i]
 	}
-	sh.keyBuf = h.rs.plan.AppendKey(sh.keyBuf[:0], sh.entries)
+	sh.keyBuf = h.rs.plan.AppendKey(sh.keyBuf[:0], entries)
 	return string(sh.keyBuf)
 }
 

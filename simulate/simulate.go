@@ -469,7 +469,7 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffer
 			if len(shape) != rs.descriptorLen() {
 				continue // the rule's own shape decides it; a shorter or longer one must not count twice
 			}
-			h, id := rb.hashes.storeKeyHashes(rs, shape, entries, values)
+			h, id := rb.hashes.storeKeyHashes(rs, shape, entries)
 			buf.hits = append(buf.hits, hit{rs: rs, hash: h, id: id, domain: uint16(di), shape: uint16(si), shard: uint8(shardOf(h))})
 		}
 	}
