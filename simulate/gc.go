@@ -84,8 +84,7 @@ func TuneMemory() (ready, restore func()) {
 	}()
 	ready = func() { <-advised }
 	restore = func() {
-		<-advised
-		close(stop)
+		close(stop) // the goroutine ends once it has advised the heap and seen this
 		<-done
 		if !userGOGC {
 			debug.SetGCPercent(prevPercent)
