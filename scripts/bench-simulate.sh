@@ -19,6 +19,10 @@
 # /dev/null with --out: --out replaces its target atomically by a rename, which as root would put
 # a regular file in place of /dev/null.
 #
+# On Linux it also prints the machine's own speed before and after the runs (scripts/machinespeed:
+# a core's step, a memory read that misses the caches, first-touched memory), which moves from
+# hour to hour on a shared virtual machine: compare runs of different hours by these too.
+#
 # Only POSIX tools plus GNU date (+%N), nproc and go, git, gzip.
 set -eu
 cd "$(dirname "$0")/.."
@@ -96,6 +100,13 @@ count() {
   echo "$s"
 }
 
+# How fast the machine itself is, before and after (scripts/machinespeed; Linux only).
+speed=
+if [ "$(uname -s)" = Linux ]; then
+  go build -o "$work/machinespeed" ./scripts/machinespeed
+  speed=$("$work/machinespeed")
+fi
+
 cases="envoy-plain istio-plain envoy-gzip istio-gzip"
 load0=$(cut -d' ' -f1-3 </proc/loadavg 2>/dev/null || true)
 times=$work/times
@@ -134,6 +145,11 @@ echo "go:     $(go env GOVERSION)"
 echo "commit: $(git rev-parse --short HEAD)$dirty"
 # Other work on the machine slows every case; the load says how much there was.
 if [ -r /proc/loadavg ]; then echo "load:   $load0 before, $(cut -d' ' -f1-3 </proc/loadavg) after"; fi
+# The machine's own speed moves from hour to hour on a shared host, and the replay's with it.
+if [ -n "$speed" ]; then
+  echo "$speed: before"
+  echo "$("$work/machinespeed"): after"
+fi
 echo
 printf '%-12s %9s %9s %11s %9s %11s %9s\n' log MB simulate lines/s "wc -l" lines/s ratio
 for c in $cases; do
