@@ -48,6 +48,9 @@ type requestBuilder struct {
 	entries [][][]policy.Entry
 	user    []byte
 	hashes  valueHashes // of the domain selectRules is at
+	// classes holds the classes of a record's values (policy.Selector.Class), by domain and
+	// source: those of domainSim.classed, set where the value is present.
+	classes [][]uint32
 	// Scratch of tokenOf: a payload decoded, and the claims kept of it, viewing it.
 	payload []byte
 	kept    []policy.Claim

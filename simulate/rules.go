@@ -20,6 +20,10 @@ type domainSim struct {
 	// descriptors Envoy's rendered rate-limit actions would send.
 	shapes [][]int
 	rules  []*ruleSim // by index in d.Rules (policy.Domain.LookupIndex)
+	// sel selects the rule of each shape's descriptor by its values' classes, and classed are
+	// the indexes of the sources in shapes whose values it sorts into more than one class.
+	sel     *policy.Selector
+	classed []int
 	// addrSources are the indexes of remote_address sources; their values are addresses or
 	// subnets whose users the shared-NAT check counts.
 	addrSources []int
@@ -73,7 +77,22 @@ func newDomainSim(d *policy.Domain) (*domainSim, error) {
 		}
 		ds.rules = append(ds.rules, rs)
 	}
-	d.Compile()
+	keys := make([]string, len(d.Sources))
+	for i, s := range d.Sources {
+		keys[i] = s.Key
+	}
+	ds.sel = d.NewSelector(keys, ds.shapes)
+	inShape := make([]bool, len(d.Sources))
+	for _, shape := range ds.shapes {
+		for _, i := range shape {
+			inShape[i] = true
+		}
+	}
+	for i, in := range inShape {
+		if in && ds.sel.Classed(i) {
+			ds.classed = append(ds.classed, i)
+		}
+	}
 	return ds, nil
 }
 

@@ -447,20 +447,29 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffer
 	for di, ds := range s.domains {
 		values, oks := s.valuesAt(p, di)
 		rb.hashes.reset(len(values))
+		classes, shapeEntries := rb.classes[di], rb.entries[di]
+		for _, i := range ds.classed {
+			if oks[i] {
+				classes[i] = ds.sel.Class(i, values[i])
+			}
+		}
 		for si, shape := range ds.shapes {
-			entries := rb.entries[di][si]
 			ok := true
-			for j, i := range shape {
+			for _, i := range shape {
 				if !oks[i] {
 					ok = false
 					break
 				}
-				entries[j].Value = values[i]
 			}
 			if !ok {
 				continue
 			}
-			ri, found := ds.d.LookupIndex(entries)
+			entries := shapeEntries[si]
+			ri, found, known := ds.sel.Select(si, classes)
+			if !known {
+				fillEntries(entries, shape, values)
+				ri, found = ds.sel.Learn(si, classes, entries)
+			}
 			if !found {
 				continue
 			}
@@ -469,6 +478,9 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffer
 			if len(shape) != rs.descriptorLen() {
 				continue // the rule's own shape decides it; a shorter or longer one must not count twice
 			}
+			if known {
+				fillEntries(entries, shape, values)
+			}
 			h, id := rb.hashes.storeKeyHashes(rs, shape, entries)
 			buf.hits = append(buf.hits, hit{rs: rs, hash: h, id: id, domain: uint16(di), shape: uint16(si), shard: uint8(shardOf(h))})
 		}
@@ -476,11 +488,22 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffer
 	p.hits = since(buf.hits, hitsAt)
 }
 
+// fillEntries sets the values of entries, a descriptor of shape, from a domain's values.
+func fillEntries(entries []policy.Entry, shape []int, values []string) {
+	for j, i := range shape {
+		entries[j].Value = values[i]
+	}
+}
+
 // newBuilder returns a builder of s's requests for one goroutine: its tokens keep the claims
 // s's sources read, and it holds each descriptor shape's entries (shapeEntries).
 func (s *Simulator) newBuilder() *requestBuilder {
 	rb := newRequestBuilder(s.claims)
 	rb.entries = s.shapeEntries()
+	rb.classes = make([][]uint32, len(s.domains))
+	for di, ds := range s.domains {
+		rb.classes[di] = make([]uint32, len(ds.d.Sources))
+	}
 	return rb
 }
 
