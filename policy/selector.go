@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -18,7 +19,9 @@ import (
 // prefixes that wildcard children of key k test start it. Values of one class take the same
 // child at every node, so descriptors of one shape whose values have the same classes select
 // the same rule: a shape's table remembers, for each tuple of classes, what LookupIndex said of
-// the first descriptor it met with them (Learn).
+// the first descriptor it met with them (Learn). What else LookupIndex looks at, the key-only
+// children, the depth, and the sub-shard entry of a sub-sharded rule, depends on the entries'
+// keys and places only, which the shape fixes.
 //
 // A Selector is safe for concurrent use: its tables are filled in atomically, and two callers
 // that learn the same entry at once write the same answer.
@@ -36,7 +39,8 @@ type valueClasses struct {
 	index    map[string]uint32 // exact's indexes plus one, when there are too many to compare
 	prefixes []string
 	shift    uint   // len(prefixes), for a shift the compiler need not check
-	n        uint64 // the number of classes
+	n        uint64 // the number of classes; 0 for a key of too many prefixes
+	inTable  bool   // some shape's table is placed by the key's classes
 }
 
 // shapeRules is one shape's table.
@@ -70,12 +74,12 @@ const (
 // keys. d's rules must not change afterwards (as for LookupIndex).
 func (d *Domain) NewSelector(keys []string, shapes [][]int) *Selector {
 	d.Compile()
-	exact, prefixes := map[string][]string{}, map[string][]string{}
-	d.matcher.root.tests(exact, prefixes, map[*node]bool{})
+	exact, prefixes := map[string]map[string]bool{}, map[string]map[string]bool{}
+	d.matcher.root.tests(exact, prefixes)
 	s := &Selector{d: d, keys: make([]valueClasses, len(keys))}
 	for i, k := range keys {
-		c := valueClasses{exact: exact[k], prefixes: prefixes[k]}
-		slices.Sort(c.exact) // the classes' numbers do not depend on the tree's maps
+		// Sorted, so that the classes' numbers do not depend on the order of the tree's maps.
+		c := valueClasses{exact: slices.Sorted(maps.Keys(exact[k])), prefixes: slices.Sorted(maps.Keys(prefixes[k]))}
 		if len(c.exact) > maxExactCompared {
 			c.index = make(map[string]uint32, len(c.exact))
 			for j, v := range c.exact {
@@ -105,6 +109,11 @@ func (d *Domain) NewSelector(keys []string, shapes [][]int) *Selector {
 		}
 		if size > 0 {
 			sh.rules = make([]atomic.Int32, size)
+			for _, t := range sh.terms {
+				s.keys[t.key].inTable = true
+			}
+		} else {
+			sh.terms = nil
 		}
 		s.shapes[i] = sh
 	}
@@ -112,40 +121,38 @@ func (d *Domain) NewSelector(keys []string, shapes [][]int) *Selector {
 }
 
 // tests adds to exact and prefixes, by key, the values the exact children and the prefixes the
-// wildcard children of n's subtree test, each once.
-func (n *node) tests(exact, prefixes map[string][]string, seen map[*node]bool) {
-	if seen[n] {
-		return
-	}
-	seen[n] = true
-	addOnce := func(m map[string][]string, k, v string) {
-		for _, x := range m[k] {
-			if x == v {
-				return
-			}
+// wildcard children of n's subtree test.
+func (n *node) tests(exact, prefixes map[string]map[string]bool) {
+	add := func(m map[string]map[string]bool, k, v string) {
+		if m[k] == nil {
+			m[k] = map[string]bool{}
 		}
-		m[k] = append(m[k], v)
+		m[k][v] = true
 	}
 	for _, x := range n.exact {
 		for v, c := range x.byValue {
-			addOnce(exact, x.key, v)
-			c.tests(exact, prefixes, seen)
+			add(exact, x.key, v)
+			c.tests(exact, prefixes)
 		}
 	}
 	for _, w := range n.wildcards {
-		addOnce(prefixes, w.key, w.prefix)
-		w.next.tests(exact, prefixes, seen)
+		add(prefixes, w.key, w.prefix)
+		w.next.tests(exact, prefixes)
 	}
 	for _, a := range n.any {
-		a.next.tests(exact, prefixes, seen)
+		a.next.tests(exact, prefixes)
 	}
 }
+
+// Classed reports whether a table is placed by the classes of key k's values: Class of
+// another key is not needed, and is 0.
+func (s *Selector) Classed(k int) bool { return s.keys[k].inTable }
 
 // Class returns the class of v as a value of key k (an index into NewSelector's keys).
 func (s *Selector) Class(k int, v string) uint32 {
 	c := &s.keys[k]
-	if c.n == 0 {
-		return 0 // no shape of the key has a table
+	if !c.inTable {
+		return 0
 	}
 	var x uint32
 	if c.index != nil {
@@ -166,10 +173,6 @@ func (s *Selector) Class(k int, v string) uint32 {
 	}
 	return x
 }
-
-// Classed reports whether the values of key k fall in more than one class: Class of a key that
-// is not classed is 0 whatever the value, and a caller need not ask.
-func (s *Selector) Classed(k int) bool { return s.keys[k].n != 1 }
 
 // Select returns what LookupIndex returns for a descriptor of shape (an index into NewSelector's
 // shapes) whose values have classes (by key index, as Class returned them), when the shape's

@@ -21,7 +21,8 @@ type domainSim struct {
 	shapes [][]int
 	rules  []*ruleSim // by index in d.Rules (policy.Domain.LookupIndex)
 	// sel selects the rule of each shape's descriptor by its values' classes, and classed are
-	// the indexes of the sources in shapes whose values it sorts into more than one class.
+	// the indexes of the sources whose classes place a shape's table (selectByClass; a replay's
+	// only: a Matcher walks the tree).
 	sel     *policy.Selector
 	classed []int
 	// addrSources are the indexes of remote_address sources; their values are addresses or
@@ -77,23 +78,22 @@ func newDomainSim(d *policy.Domain) (*domainSim, error) {
 		}
 		ds.rules = append(ds.rules, rs)
 	}
-	keys := make([]string, len(d.Sources))
-	for i, s := range d.Sources {
+	d.Compile()
+	return ds, nil
+}
+
+// selectByClass readies ds.sel and ds.classed for a replay's selectRules.
+func (ds *domainSim) selectByClass() {
+	keys := make([]string, len(ds.d.Sources))
+	for i, s := range ds.d.Sources {
 		keys[i] = s.Key
 	}
-	ds.sel = d.NewSelector(keys, ds.shapes)
-	inShape := make([]bool, len(d.Sources))
-	for _, shape := range ds.shapes {
-		for _, i := range shape {
-			inShape[i] = true
-		}
-	}
-	for i, in := range inShape {
-		if in && ds.sel.Classed(i) {
+	ds.sel = ds.d.NewSelector(keys, ds.shapes)
+	for i := range keys {
+		if ds.sel.Classed(i) {
 			ds.classed = append(ds.classed, i)
 		}
 	}
-	return ds, nil
 }
 
 func newRuleSim(domain string, r *policy.Rule) (*ruleSim, error) {

@@ -144,6 +144,7 @@ func New(cfg Config) (*Simulator, error) {
 		if len(ds.shapes) > maxShapes {
 			return nil, fmt.Errorf("domain %s: %d descriptor shapes, at most %d", domainWhere(d), len(ds.shapes), maxShapes)
 		}
+		ds.selectByClass()
 		s.domains = append(s.domains, ds)
 		for i, r := range d.Rules {
 			rs := ds.rules[i]
@@ -464,6 +465,8 @@ func (s *Simulator) selectRules(p *prepared, rb *requestBuilder, buf *prepBuffer
 			if !ok {
 				continue
 			}
+			// The entries hold an earlier record's values until filled in: for LookupIndex on a
+			// tuple of classes the table has not met, and for a hit's store key.
 			entries := shapeEntries[si]
 			ri, found, known := ds.sel.Select(si, classes)
 			if !known {
