@@ -365,6 +365,7 @@ func (sh *shard) storeKey(p *prepared, h *hit) string {
 // denied and need no description. Equal store keys have equal descriptor values (the key
 // escapes its parts), so the current request's values describe the key as its first one would.
 func (sh *shard) describe(ds *domainSim, rs *ruleSim, shape []int, ks *keyState, values []string) {
+	ks.keyDenials = &keyDenials{}
 	var b strings.Builder
 	for n, i := range shape {
 		src := ds.d.Sources[i]

@@ -48,8 +48,15 @@ type keyState struct {
 
 	rule int    // its rule's index in Simulator.rules
 	key  string // the store key
+	// What reports say of a denied key, set on its first denial (shard.describe): most keys
+	// are never denied, and their state is smaller without it.
+	*keyDenials
+}
+
+// keyDenials is what reports say of a denied key.
+type keyDenials struct {
 	// display ("k=v, k=v") and addr, the address or subnet in the descriptor for the
-	// shared-NAT check, are set on the key's first denial (shard.describe).
+	// shared-NAT check.
 	display string
 	addr    string
 	legit   int64 // denials of requests marked legitimate
