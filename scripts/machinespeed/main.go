@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command machinespeed measures how fast this machine is right now, in the three ways a replay
 // (rlctl simulate) depends on: the core's speed, the latency of memory reads that miss every
 // cache, and the cost of memory that the process touches for the first time. On a shared
@@ -9,6 +11,7 @@
 //
 //	machine: cpu 1.19 ns/step, memory 98 ns/miss, fresh memory 0.38 ms/MB (4 KB pages 11.2 µs/fault)
 //
+// The figures:
 //   - cpu: a dependent multiply-add, one step after the other (about 4 cycles a step).
 //   - memory: a chase through a random cycle of 64 MB of 4-byte indexes: each read misses the
 //     caches and waits for the one before.
@@ -18,8 +21,6 @@
 //   - 4 KB pages: 16 MB of memory not advised, touched once: one page fault every 4 KB.
 //
 // Usage: go run ./scripts/machinespeed
-//go:build linux
-
 package main
 
 import (
