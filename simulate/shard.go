@@ -354,9 +354,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 func (sh *shard) storeKey(p *prepared, h *hit) string {
 	values, _ := sh.sim.valuesAt(p, int(h.domain))
 	entries := sh.entries[h.domain][h.shape]
-	for j, i := range sh.sim.domains[h.domain].shapes[h.shape] {
-		entries[j].Value = values[i]
-	}
+	fillEntries(entries, sh.sim.domains[h.domain].shapes[h.shape], values)
 	sh.keyBuf = h.rs.plan.AppendKey(sh.keyBuf[:0], entries)
 	return string(sh.keyBuf)
 }
