@@ -62,10 +62,13 @@ type classTerm struct {
 
 // Bounds on the tables: a shape whose tuples of classes number more than maxSelectorTable
 // (each an int32) is looked up by walking the tree, and so is a key tested by more than
-// maxSelectorPrefixes prefixes. A key's exact values are compared one by one up to
-// maxExactCompared of them, and found in a map beyond.
+// maxSelectorPrefixes prefixes, and every shape past the first maxSelectorEntries entries of
+// the tables, so that a domain of many shapes does not make megabytes of tables when it loads.
+// A key's exact values are compared one by one up to maxExactCompared of them, and found in a
+// map beyond.
 const (
 	maxSelectorTable    = 1 << 14
+	maxSelectorEntries  = 1 << 18
 	maxSelectorPrefixes = 16
 	maxExactCompared    = 8
 )
@@ -93,6 +96,7 @@ func (d *Domain) NewSelector(keys []string, shapes [][]int) *Selector {
 		s.keys[i] = c
 	}
 	s.shapes = make([]shapeRules, len(shapes))
+	budget := uint64(maxSelectorEntries)
 	for i, shape := range shapes {
 		var sh shapeRules
 		size := uint64(1)
@@ -107,7 +111,8 @@ func (d *Domain) NewSelector(keys []string, shapes [][]int) *Selector {
 				size *= n
 			}
 		}
-		if size > 0 {
+		if size > 0 && size <= budget {
+			budget -= size
 			sh.rules = make([]atomic.Int32, size)
 			for _, t := range sh.terms {
 				s.keys[t.key].inTable = true

@@ -185,6 +185,45 @@ func TestSelectorWithoutTable(t *testing.T) {
 	}
 }
 
+// TestSelectorTablesBounded checks that a domain of many shapes gets tables only up to
+// maxSelectorEntries entries in all, and that a shape past them is still looked up right.
+func TestSelectorTablesBounded(t *testing.T) {
+	// Shapes of two keys of 127 exact values each: a table of 128 × 128 entries a shape.
+	var rules []*Rule
+	var keys []string
+	var shapes [][]int
+	for i := range 2 * maxSelectorEntries / maxSelectorTable {
+		a, b := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
+		keys = append(keys, a, b)
+		shapes = append(shapes, []int{2 * i, 2*i + 1})
+		for j := range 127 {
+			v := fmt.Sprintf("v%d", j)
+			rules = append(rules, rule(fmt.Sprintf("r%d_%d", i, j), exact(a, v), exact(b, v)))
+		}
+	}
+	SortRules(rules)
+	d := &Domain{Name: "d", Rules: rules}
+	sel := d.NewSelector(keys, shapes)
+	total, without := 0, -1
+	for i := range sel.shapes {
+		total += len(sel.shapes[i].rules)
+		if sel.shapes[i].rules == nil && without < 0 {
+			without = i
+		}
+	}
+	if total > maxSelectorEntries || without < 0 {
+		t.Fatalf("tables of %d entries in all, first shape without one %d: want at most %d, and some without", total, without, maxSelectorEntries)
+	}
+	classes := make([]uint32, len(keys))
+	a, b := shapes[without][0], shapes[without][1]
+	classes[a], classes[b] = sel.Class(a, "v7"), sel.Class(b, "v7")
+	es := []Entry{e(keys[a], "v7"), e(keys[b], "v7")}
+	got, found := sel.Learn(without, classes, es)
+	if want, wantFound := d.LookupIndex(es); got != want || found != wantFound || !found {
+		t.Fatalf("shape %d without a table: got %d %v, want %d %v", without, got, found, want, wantFound)
+	}
+}
+
 // TestSelectorClasses checks the classes of a key tested for exact values and prefixes.
 func TestSelectorClasses(t *testing.T) {
 	d := &Domain{Name: "d", Rules: []*Rule{
