@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/rlctl/rlctl/engine"
@@ -52,21 +51,22 @@ func TestKeyTable(t *testing.T) {
 		denials int64
 	}{{"a", 1, 0}, {"b", 1, 1}, {"c", 1, 0}, {"d", 2, 0}, {"e", 3, 2}}
 	for i, k := range keys {
-		ks := tab.newKeyState(k.key, 0, 1)
+		ks := tab.newKeyState(0, 1)
 		ks.denials, ks.lastMs, ks.id = k.denials, int64(i), keyID([]byte(k.key))
 		if k.denials > 0 {
 			tab.denied++
 		}
 		tab.add(k.hash, ks)
 	}
-	b := keyID([]byte("b"))
-	if ks := tab.get(1, b); ks == nil || ks.key != "b" {
+	id := func(key string) uint64 { return keyID([]byte(key)) }
+	b := id("b")
+	if ks := tab.get(1, b); ks == nil || ks.id != b {
 		t.Fatalf("get b: got %v", ks)
 	}
 	if ks := tab.get(2, b); ks != nil {
-		t.Errorf("get b with d's hash: got %q, want nil", ks.key)
+		t.Errorf("get b with d's hash: got %+v, want nil", ks)
 	}
-	tab.prune(func(ks *keyState) bool { return ks.key == "a" || ks.key == "c" || ks.key == "e" })
+	tab.prune(func(ks *keyState) bool { return ks.id == id("a") || ks.id == id("c") || ks.id == id("e") })
 	for _, k := range keys {
 		want := k.key == "b" || k.key == "d"
 		if got := tab.get(k.hash, keyID([]byte(k.key))) != nil; got != want {
@@ -86,8 +86,8 @@ func TestKeyTable(t *testing.T) {
 	}
 	freed := map[*keyState]bool{tab.free[0]: true, tab.free[1]: true}
 	tab.free[0].requests, tab.free[1].requests = 5, 5
-	ks := tab.newKeyState("f", 3, 6)
-	if !freed[ks] || ks.key != "f" || ks.rule != 3 || ks.requests != 0 || len(ks.leases) != 6 || len(tab.free) != 1 {
+	ks := tab.newKeyState(3, 6)
+	if !freed[ks] || ks.id != 0 || ks.rule != 3 || ks.requests != 0 || len(ks.leases) != 6 || len(tab.free) != 1 {
 		t.Errorf("a new key state after prune: got %+v (reused: %v), want a cleared one of the free list", ks, freed[ks])
 	}
 	// No more are kept than the keys made since the prune before.
@@ -113,11 +113,11 @@ func TestKeyTableGrowsAndShrinks(t *testing.T) {
 		return uint64(i)<<32 | low
 	}
 	ids := make([]uint64, n)
+	index := map[uint64]int{} // i by ID
 	for i := range n {
-		key := fmt.Sprintf("k%d", i)
-		ks := tab.newKeyState(key, 0, 1)
-		ks.id = keyID([]byte(key))
-		ids[i] = ks.id
+		ks := tab.newKeyState(0, 1)
+		ks.id = keyID(fmt.Appendf(nil, "k%d", i))
+		ids[i], index[ks.id] = ks.id, i
 		tab.add(hashOf(i), ks)
 	}
 	if tab.n != n || len(tab.slots) < n || 4*tab.n > 3*len(tab.slots) {
@@ -130,8 +130,8 @@ func TestKeyTableGrowsAndShrinks(t *testing.T) {
 			if got := ks != nil; got != keep(i) {
 				t.Fatalf("key %d: found %v, want %v", i, got, keep(i))
 			}
-			if ks != nil && ks.key != fmt.Sprintf("k%d", i) {
-				t.Fatalf("key %d: got the state of %q", i, ks.key)
+			if ks != nil && ks.id != ids[i] {
+				t.Fatalf("key %d: got the state of key %d", i, index[ks.id])
 			}
 		}
 		seen := 0
@@ -145,9 +145,9 @@ func TestKeyTableGrowsAndShrinks(t *testing.T) {
 	prune := func(keep func(i int) bool) {
 		t.Helper()
 		tab.prune(func(ks *keyState) bool {
-			i, err := strconv.Atoi(ks.key[1:])
-			if err != nil {
-				t.Fatalf("pruning %q: %v", ks.key, err)
+			i, ok := index[ks.id]
+			if !ok {
+				t.Fatalf("pruning a key of ID %x, which was never added", ks.id)
 			}
 			return !keep(i)
 		})

@@ -137,13 +137,13 @@ func TestDeniedKeysBound(t *testing.T) {
 	sh := s.shards[0]
 	sh.deniedLimit = 2
 	for i, d := range []int64{5, 1, 9, 3, 7} {
-		ks := sh.keys.newKeyState(fmt.Sprintf("k%d", i), 0, 1)
-		ks.denials, ks.lastMs, ks.keyDenials = d, 0, &keyDenials{}
+		ks := sh.keys.newKeyState(0, 1)
+		ks.denials, ks.lastMs, ks.keyDenials = d, 0, &keyDenials{key: fmt.Sprintf("k%d", i)}
 		sh.keys.add(uint64(i), ks)
 		sh.keys.denied++
 	}
-	busy := sh.keys.newKeyState("busy", 0, 1)
-	busy.denials, busy.lastMs, busy.keyDenials = 1, 10*3_600_000, &keyDenials{} // denied, but not idle
+	busy := sh.keys.newKeyState(0, 1)
+	busy.denials, busy.lastMs, busy.keyDenials = 1, 10*3_600_000, &keyDenials{key: "busy"} // denied, but not idle
 	sh.keys.add(99, busy)
 	sh.keys.denied++
 	sh.prune(10 * 3_600_000)

@@ -279,6 +279,14 @@ func (sh *shard) live(ks *keyState) bool {
 	return sh.store.LiveCell(&ks.store) || sh.ideal.LiveCell(&ks.ideal)
 }
 
+// cellKey is the key the replay names to its engines for every key: none. They hold each
+// key's state in the key's own cells (engine.NewHandlesOnlyMemory, LeaseConfig.HandlesOnly),
+// which find it without a key, and read the key only to put it into an error, which the
+// virtual store returns only for a bug (storeErr). Building every new key's store key for them
+// took about 4 % of a replay's CPU and 15 MB of its heap for a million lines: the replay builds
+// it on a key's first denial only (describe), for the reports.
+const cellKey = ""
+
 // decide runs hit h of record p, sequenced onto gateway p.g of gateways gw, through the
 // gateway's lease manager and through the ideal engine, counts the outcome and writes it into
 // h.
@@ -286,7 +294,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	rs := h.rs
 	ks := sh.keys.get(h.hash, h.id)
 	if ks == nil {
-		ks = sh.keys.newKeyState(sh.storeKey(p, h), rs.index, len(gw.names))
+		ks = sh.keys.newKeyState(rs.index, len(gw.names))
 		ks.id = h.id
 		sh.keys.add(h.hash, ks)
 	}
@@ -298,14 +306,14 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	if len(ks.leases) <= g { // a gateway added since (Assignment "field")
 		ks.leases = append(ks.leases, make([]engine.LeaseRef, len(gw.names)-len(ks.leases))...)
 	}
-	dec, err := sh.manager(rs.index, g).TakeCell(sh.ctx, &ks.leases[g], &ks.store, ks.key, plan.Limits, plan.Cost)
+	dec, err := sh.manager(rs.index, g).TakeCell(sh.ctx, &ks.leases[g], &ks.store, cellKey, plan.Limits, plan.Cost)
 	if err == nil {
 		err = sh.failed() // a reply that landed before the take, or the take's own
 	}
 	if err != nil {
 		return fmt.Errorf("rule %s/%s: %w", plan.Domain, rs.rule.Name, err)
 	}
-	ideal, err := sh.ideal.TakeCell(&ks.ideal, ks.key, plan.Limits, plan.Cost, plan.Cost, now)
+	ideal, err := sh.ideal.TakeCell(&ks.ideal, cellKey, plan.Limits, plan.Cost, plan.Cost, now)
 	if err != nil {
 		return fmt.Errorf("rule %s/%s: ideal: %w", plan.Domain, rs.rule.Name, err)
 	}
@@ -330,8 +338,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	st.add(serWouldDeny, b, 1)
 	values, oks := sh.sim.valuesAt(p, int(h.domain))
 	if ks.denials == 0 {
-		ds := sh.sim.domains[h.domain]
-		sh.describe(ds, rs, ds.shapes[h.shape], ks, values)
+		sh.describe(p, h, ks, values)
 		sh.keys.denied++
 	}
 	ks.denials++
@@ -349,8 +356,9 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	return nil
 }
 
-// storeKey builds the store key of hit h of record p, a key new to the shard: the parsing
-// goroutines hash keys without building them (storeKeyHashes).
+// storeKey builds the store key of hit h of record p, for a key's first denial: the parsing
+// goroutines hash keys without building them (storeKeyHashes), and the engines need none
+// (cellKey).
 func (sh *shard) storeKey(p *prepared, h *hit) string {
 	values, _ := sh.sim.valuesAt(p, int(h.domain))
 	entries := sh.entries[h.domain][h.shape]
@@ -359,11 +367,14 @@ func (sh *shard) storeKey(p *prepared, h *hit) string {
 	return string(sh.keyBuf)
 }
 
-// describe fills in what reports say of a key, on its first denial: most keys are never
-// denied and need no description. Equal store keys have equal descriptor values (the key
-// escapes its parts), so the current request's values describe the key as its first one would.
-func (sh *shard) describe(ds *domainSim, rs *ruleSim, shape []int, ks *keyState, values []string) {
-	ks.keyDenials = &keyDenials{}
+// describe fills in what reports say of key ks, on its first denial, by hit h of record p
+// (whose domain's values are values): most keys are never denied and need no description.
+// Equal store keys have equal descriptor values (the key escapes its parts), so the current
+// request's values describe the key as its first one would.
+func (sh *shard) describe(p *prepared, h *hit, ks *keyState, values []string) {
+	ds, rs := sh.sim.domains[h.domain], h.rs
+	shape := ds.shapes[h.shape]
+	ks.keyDenials = &keyDenials{key: sh.storeKey(p, h)}
 	var b strings.Builder
 	for n, i := range shape {
 		src := ds.d.Sources[i]

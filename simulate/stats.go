@@ -26,8 +26,7 @@ const (
 	serLease
 )
 
-// keyState is one rate-limit key of a rule: its store key, what it saw, and its state in the
-// engines. It is one allocation: what finding the key reads comes first, then what every
+// keyState is one rate-limit key of a rule: what it saw, and its state in the engines. It is one allocation: what finding the key reads comes first, then what every
 // decision reads, so that a decision touches a few adjacent cache lines of one object rather
 // than an object per engine.
 type keyState struct {
@@ -46,8 +45,7 @@ type keyState struct {
 	ideal  engine.MemoryCell
 	store  engine.MemoryCell
 
-	rule int    // its rule's index in Simulator.rules
-	key  string // the store key
+	rule int // its rule's index in Simulator.rules
 	// What reports say of a denied key, set on its first denial (shard.describe): most keys
 	// are never denied, and their state is smaller without it.
 	*keyDenials
@@ -55,6 +53,9 @@ type keyState struct {
 
 // keyDenials is what reports say of a denied key.
 type keyDenials struct {
+	// key is the store key, which orders denied keys of as many denials (shard.prune). It is
+	// built for denied keys only: no engine needs it (cellKey).
+	key string
 	// display ("k=v, k=v") and addr, the address or subnet in the descriptor for the
 	// shared-NAT check.
 	display string
@@ -62,9 +63,9 @@ type keyDenials struct {
 	legit   int64 // denials of requests marked legitimate
 }
 
-// newKeyState returns the state of store key key, with room for the leases of n gateways: a
-// key state the table pruned (free), cleared, or a new one.
-func (t *keyTable) newKeyState(key string, rule, n int) *keyState {
+// newKeyState returns the state of a new key of rule (by index), with room for the leases of n
+// gateways: a key state the table pruned (free), cleared, or a new one.
+func (t *keyTable) newKeyState(rule, n int) *keyState {
 	t.created++
 	var ks *keyState
 	if last := len(t.free) - 1; last >= 0 {
@@ -73,7 +74,7 @@ func (t *keyTable) newKeyState(key string, rule, n int) *keyState {
 	} else {
 		ks = new(keyState)
 	}
-	ks.key, ks.rule = key, rule
+	ks.rule = rule
 	if n <= len(ks.inline) {
 		ks.leases = ks.inline[:n]
 	} else {
@@ -194,7 +195,6 @@ func (t *keyTable) prune(drop func(*keyState) bool) {
 		case s.ks.denials > 0:
 			t.denied--
 		case len(t.free) < keep:
-			s.ks.key = "" // let its bytes go until it is used again
 			t.free = append(t.free, s.ks)
 		}
 		t.slots[i].ks = nil // a hole, which rehash or resize closes
