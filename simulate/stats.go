@@ -343,42 +343,48 @@ func nonNil(s []int64) []int64 {
 	return s
 }
 
-// userSet counts distinct users behind an address, up to a cap. Most addresses only ever show
-// one user, who is kept without a map. It is kept in natTracker's slots by value, so that a
-// lookup does not go on to another cache line. Users are kept as 64-bit hashes of their names
-// (userHash), and addresses by theirs (addrHash): the tracker holds an entry for every address
-// a log shows, and two users of one address colliding (about one chance in 10^15 for a
-// hundred users), or two of a million addresses (one in 10^7), would only miscount them.
-type userSet struct {
-	first   uint64              // the first user seen
-	users   map[uint64]struct{} // every user, once a second one is seen
-	full    bool
-	tracked bool // the slot holds an address: an empty slot's set is the zero userSet
-}
-
-// userHash identifies a user in a userSet.
-func userHash(user string) uint64 { return xxhash.Sum64String(user) }
-
-// addrHash identifies an address or subnet in a natTracker.
-func addrHash(addr string) uint64 { return xxhash.Sum64String(addr) }
-
-// natTracker records which users were seen behind each address and subnet of one shard. Like
-// keyTable it is an open-addressing table, probed linearly from the address hash's low bits and
-// at most three quarters full; it only grows, up to limit addresses.
+// natTracker records which users were seen behind each address and subnet of one shard, up to
+// cap users each. Users are kept as 64-bit hashes of their names (userHash), and addresses by
+// theirs (addrHash): the tracker holds an entry for every address a log shows, and two users of
+// one address colliding (about one chance in 10^15 for a hundred users), or two of a million
+// addresses (one in 10^7), would only miscount them.
+//
+// Like keyTable it is an open-addressing table, probed linearly from the address hash's low
+// bits and at most three quarters full; it only grows, up to limit addresses. Most addresses
+// only ever show one user, so a slot holds the address and its first user, 16 bytes, four to a
+// cache line: every record with a user looks up its address and its subnet, at random, and a
+// table half the size keeps more of itself in the caches. The users of an address that has
+// shown a second one are in more.
 type natTracker struct {
 	cap   int // users counted per address
 	limit int // addresses tracked; users behind further ones are not counted
 	slots []natSlot
 	n     int // addresses tracked
+	more  map[uint64]*userSet
 	// untracked counts the sightings of a user behind an address that was not tracked
 	// because limit addresses were.
 	untracked int64
 }
 
+// natSlot is an address's slot: its addrHash, 0 for an empty slot (addrHash is never 0), and
+// the first user seen behind it.
 type natSlot struct {
-	addr uint64
-	set  userSet
+	addr  uint64
+	first uint64
 }
+
+// userSet holds the users behind an address that has shown two or more, up to the tracker's cap.
+type userSet struct {
+	users map[uint64]struct{}
+	full  bool
+}
+
+// userHash identifies a user in a natTracker.
+func userHash(user string) uint64 { return xxhash.Sum64String(user) }
+
+// addrHash identifies an address or subnet in a natTracker: never 0, which marks an empty slot
+// (the hash 0 counts as 1).
+func addrHash(addr string) uint64 { return max(xxhash.Sum64String(addr), 1) }
 
 func newNATTracker(cap, limit int) natTracker {
 	return natTracker{cap: cap, limit: limit, slots: make([]natSlot, minSlots)}
@@ -389,7 +395,7 @@ func newNATTracker(cap, limit int) natTracker {
 func (n *natTracker) slot(addr uint64) *natSlot {
 	mask := uint64(len(n.slots) - 1)
 	for i := addr & mask; ; i = (i + 1) & mask {
-		if s := &n.slots[i]; !s.set.tracked || s.addr == addr {
+		if s := &n.slots[i]; s.addr == 0 || s.addr == addr {
 			return s
 		}
 	}
@@ -398,7 +404,7 @@ func (n *natTracker) slot(addr uint64) *natSlot {
 // seeHash records user (a userHash) behind the address whose addrHash is addr.
 func (n *natTracker) seeHash(addr, user uint64) {
 	s := n.slot(addr)
-	if !s.set.tracked {
+	if s.addr == 0 {
 		if n.n >= n.limit {
 			n.untracked++
 			return
@@ -407,19 +413,23 @@ func (n *natTracker) seeHash(addr, user uint64) {
 			n.grow()
 			s = n.slot(addr)
 		}
-		*s = natSlot{addr: addr, set: userSet{first: user, full: n.cap <= 1, tracked: true}}
+		*s = natSlot{addr: addr, first: user}
 		n.n++
 		return
 	}
-	u := &s.set
-	if u.full || user == u.first {
+	if user == s.first || n.cap <= 1 {
 		return
 	}
-	if _, ok := u.users[user]; ok {
-		return
+	u := n.more[addr]
+	if u == nil {
+		if n.more == nil {
+			n.more = map[uint64]*userSet{}
+		}
+		u = &userSet{users: map[uint64]struct{}{s.first: {}}}
+		n.more[addr] = u
 	}
-	if u.users == nil {
-		u.users = map[uint64]struct{}{u.first: {}}
+	if u.full {
+		return
 	}
 	u.users[user] = struct{}{}
 	if len(u.users) >= n.cap {
@@ -432,7 +442,7 @@ func (n *natTracker) grow() {
 	old := n.slots
 	n.slots = make([]natSlot, 2*len(old))
 	for _, s := range old {
-		if s.set.tracked {
+		if s.addr != 0 {
 			*n.slot(s.addr) = s
 		}
 	}
@@ -441,12 +451,11 @@ func (n *natTracker) grow() {
 // count is the number of distinct users seen behind the address whose addrHash is addr,
 // counted up to the tracker's cap, and whether it reached the cap (there may be more).
 func (n *natTracker) count(addr uint64) (int, bool) {
-	switch u := n.slot(addr).set; {
-	case !u.tracked:
+	if n.slot(addr).addr == 0 {
 		return 0, false
-	case u.users == nil:
-		return 1, u.full
-	default:
+	}
+	if u := n.more[addr]; u != nil {
 		return len(u.users), u.full
 	}
+	return 1, n.cap <= 1
 }
