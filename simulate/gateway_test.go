@@ -87,7 +87,7 @@ func TestKeyTable(t *testing.T) {
 	freed := map[*keyState]bool{tab.free[0]: true, tab.free[1]: true}
 	tab.free[0].requests, tab.free[1].requests = 5, 5
 	ks := tab.newKeyState(3, 6)
-	if !freed[ks] || ks.id != 0 || ks.rule != 3 || ks.requests != 0 || len(ks.leases) != 6 || len(tab.free) != 1 {
+	if !freed[ks] || ks.id != 0 || ks.rule != 3 || ks.requests != 0 || ks.gateways() != 6 || len(tab.free) != 1 {
 		t.Errorf("a new key state after prune: got %+v (reused: %v), want a cleared one of the free list", ks, freed[ks])
 	}
 	// No more are kept than the keys made since the prune before.

@@ -271,8 +271,8 @@ func (sh *shard) prune(now int64) {
 // key's state must be kept while it is live.
 func (sh *shard) live(ks *keyState) bool {
 	managers := sh.rules[ks.rule].gateway
-	for g := range ks.leases {
-		if g < len(managers) && managers[g] != nil && managers[g].LiveRef(&ks.leases[g]) {
+	for g := range min(ks.gateways(), len(managers)) {
+		if managers[g] != nil && managers[g].LiveRef(ks.lease(g)) {
 			return true
 		}
 	}
@@ -303,10 +303,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	ks.lastMs = now
 
 	plan, g := rs.plan, p.g
-	if len(ks.leases) <= g { // a gateway added since (Assignment "field")
-		ks.leases = append(ks.leases, make([]engine.LeaseRef, len(gw.names)-len(ks.leases))...)
-	}
-	dec, err := sh.manager(rs.index, g).TakeCell(sh.ctx, &ks.leases[g], &ks.store, cellKey, plan.Limits, plan.Cost)
+	dec, err := sh.manager(rs.index, g).TakeCell(sh.ctx, ks.lease(g), &ks.store, cellKey, plan.Limits, plan.Cost)
 	if err == nil {
 		err = sh.failed() // a reply that landed before the take, or the take's own
 	}

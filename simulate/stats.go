@@ -26,9 +26,10 @@ const (
 	serLease
 )
 
-// keyState is one rate-limit key of a rule: what it saw, and its state in the engines. It is one allocation: what finding the key reads comes first, then what every
-// decision reads, so that a decision touches a few adjacent cache lines of one object rather
-// than an object per engine.
+// keyState is one rate-limit key of a rule: what it saw, and its state in the engines. It is
+// one allocation: what finding the key reads comes first, then what every decision reads, so
+// that a decision touches a few adjacent cache lines of one object rather than an object per
+// engine. Its 376 bytes take the 384-byte size class, whose objects start on a cache line.
 type keyState struct {
 	id uint64 // the store key's ID (storeKeyHashes)
 
@@ -36,19 +37,43 @@ type keyState struct {
 	lastMs   int64
 	denials  int64
 	// The key's state in the engines, held here rather than by them (they keep no index of
-	// their keys): its lease on each gateway (zero until the gateway first sees it; in inline
-	// for up to four gateways), its bucket in the ideal engine, and its bucket in the virtual
-	// fleet's store, which every gateway's lease of the key reaches. The key and its rule's
-	// limits are kept once, here.
-	leases []engine.LeaseRef
-	inline [4]engine.LeaseRef
+	// their keys): its lease on each gateway (zero until the gateway first sees it; in leases
+	// for the first four gateways, the default count, and in more for the others), its bucket
+	// in the ideal engine, and its bucket in the virtual fleet's store, which every gateway's
+	// lease of the key reaches. The key and its rule's limits are kept once, here.
+	leases [4]engine.LeaseRef
 	ideal  engine.MemoryCell
 	store  engine.MemoryCell
+	more   *[]engine.LeaseRef
 
 	rule int // its rule's index in Simulator.rules
 	// What reports say of a denied key, set on its first denial (shard.describe): most keys
 	// are never denied, and their state is smaller without it.
 	*keyDenials
+}
+
+// lease returns the key's lease on gateway g.
+func (ks *keyState) lease(g int) *engine.LeaseRef {
+	if g < len(ks.leases) {
+		return &ks.leases[g]
+	}
+	if ks.more == nil {
+		ks.more = new([]engine.LeaseRef)
+	}
+	more := *ks.more
+	for len(more) <= g-len(ks.leases) { // a gateway added since (Assignment "field")
+		more = append(more, engine.LeaseRef{})
+	}
+	*ks.more = more
+	return &more[g-len(ks.leases)]
+}
+
+// gateways is the number of gateways the key has room for a lease on.
+func (ks *keyState) gateways() int {
+	if ks.more == nil {
+		return len(ks.leases)
+	}
+	return len(ks.leases) + len(*ks.more)
 }
 
 // keyDenials is what reports say of a denied key.
@@ -75,10 +100,9 @@ func (t *keyTable) newKeyState(rule, n int) *keyState {
 		ks = new(keyState)
 	}
 	ks.rule = rule
-	if n <= len(ks.inline) {
-		ks.leases = ks.inline[:n]
-	} else {
-		ks.leases = make([]engine.LeaseRef, n)
+	if n > len(ks.leases) {
+		more := make([]engine.LeaseRef, n-len(ks.leases))
+		ks.more = &more
 	}
 	return ks
 }
