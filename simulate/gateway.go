@@ -243,16 +243,25 @@ func (as *assigner) pick(s *Simulator, rec *accesslog.Record) int {
 func gatewayName(i int) string { return "gw-" + strconv.Itoa(i) }
 
 // meteredStore wraps a shard's store for one rule: it counts store calls and records the
-// largest lease granted per time bucket.
+// largest lease granted per time bucket. An error it records for the shard names the rule
+// (rule, "domain/name"): the engines are given no key to name (cellKey).
 type meteredStore struct {
 	sh    *shard
 	inner engine.Store
 	st    *ruleStats
+	rule  string
+}
+
+// failed records err, when there is one, as the shard's store error, naming the rule.
+func (m *meteredStore) failed(err error) {
+	if err != nil {
+		m.sh.storeFailed(fmt.Errorf("rule %s: %w", m.rule, err))
+	}
 }
 
 func (m *meteredStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
 	res, err := m.inner.Take(ctx, r)
-	m.sh.storeFailed(err)
+	m.failed(err)
 	m.st.out.StoreCalls++
 	if res.Granted > 0 {
 		m.st.out.LeaseMax = max(m.st.out.LeaseMax, res.Granted)
@@ -263,6 +272,6 @@ func (m *meteredStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 
 func (m *meteredStore) Return(ctx context.Context, r engine.ReturnRequest) error {
 	err := m.inner.Return(ctx, r)
-	m.sh.storeFailed(err)
+	m.failed(err)
 	return err
 }

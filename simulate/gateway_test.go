@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rlctl/rlctl/engine"
@@ -283,12 +284,13 @@ func TestStoreErrorEndsReplay(t *testing.T) {
 	if err := sh.tick(1, nil); err != nil {
 		t.Fatalf("tick before any failure: %v", err)
 	}
-	m := &meteredStore{sh: sh, inner: failingStore{}, st: &sh.rules[0].stats}
+	m := &meteredStore{sh: sh, inner: failingStore{}, st: &sh.rules[0].stats, rule: "edge/per-tenant"}
 	if err := m.Return(context.Background(), engine.ReturnRequest{}); !errors.Is(err, errStoreBug) {
 		t.Fatalf("Return: got %v", err)
 	}
-	if err := sh.tick(2, nil); !errors.Is(err, errStoreBug) {
-		t.Errorf("tick after a failed store call: got %v, want the store's error", err)
+	// The engines name no key (cellKey): the error names the rule.
+	if err := sh.tick(2, nil); !errors.Is(err, errStoreBug) || !strings.Contains(err.Error(), "rule edge/per-tenant: ") {
+		t.Errorf("tick after a failed store call: got %v, want the store's error, naming the rule", err)
 	}
 	if _, err := s.Finish(); !errors.Is(err, errStoreBug) {
 		t.Errorf("Finish after a failed store call: got %v, want the store's error", err)

@@ -135,7 +135,9 @@ func (sh *shard) manager(r, g int) *engine.LeaseManager {
 	}
 	if sr.gateway[g] == nil {
 		lc := sh.sim.rules[r].plan.Lease
-		lc.Store, lc.Clock, lc.Dispatcher = &meteredStore{sh: sh, inner: sh.store, st: &sr.stats}, sh.clock, sh.disp
+		rs := sh.sim.rules[r]
+		ms := &meteredStore{sh: sh, inner: sh.store, st: &sr.stats, rule: rs.plan.Domain + "/" + rs.rule.Name}
+		lc.Store, lc.Clock, lc.Dispatcher = ms, sh.clock, sh.disp
 		lc.SingleGoroutine, lc.HandlesOnly = true, true // each key's handles are in its keyState
 		mgr, err := engine.NewLeaseManager(lc)
 		if err != nil {
@@ -203,7 +205,7 @@ func (sh *shard) tick(k int64, stranded []int64) error {
 					continue
 				}
 				if err := m.Sweep(sh.ctx); err != nil {
-					return fmt.Errorf("sweep: %w", err)
+					return fmt.Errorf("rule %s/%s: sweep: %w", rs.plan.Domain, rs.rule.Name, err)
 				}
 			}
 		}
@@ -281,10 +283,14 @@ func (sh *shard) live(ks *keyState) bool {
 
 // cellKey is the key the replay names to its engines for every key: none. They hold each
 // key's state in the key's own cells (engine.NewHandlesOnlyMemory, LeaseConfig.HandlesOnly),
-// which find it without a key, and read the key only to put it into an error, which the
-// virtual store returns only for a bug (storeErr). Building every new key's store key for them
-// took about 4 % of a replay's CPU and 15 MB of its heap for a million lines: the replay builds
-// it on a key's first denial only (describe), for the reports.
+// which find it without a key. They read the key only to name it in an error, which the
+// virtual store returns only for a bug (storeErr; meteredStore names the rule instead), and to
+// check that a cell is used with the key it was first used with (engine.ErrCell). With one key
+// for all, that check can no longer tell the replay's keys apart, while its check of the cell's
+// Memory still holds: every lease is handed its own key's cell (LeaseManager.TakeCell), and the
+// engine's tests, with real keys, keep its hints from reaching another's. Building every new
+// key's store key took about 4 % of a replay's CPU and 15 MB of its heap for a million lines:
+// the replay builds it on a key's first denial only (describe), for the reports.
 const cellKey = ""
 
 // decide runs hit h of record p, sequenced onto gateway p.g of gateways gw, through the
@@ -304,11 +310,11 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 
 	plan, g := rs.plan, p.g
 	dec, err := sh.manager(rs.index, g).TakeCell(sh.ctx, ks.lease(g), &ks.store, cellKey, plan.Limits, plan.Cost)
-	if err == nil {
-		err = sh.failed() // a reply that landed before the take, or the take's own
-	}
 	if err != nil {
 		return fmt.Errorf("rule %s/%s: %w", plan.Domain, rs.rule.Name, err)
+	}
+	if err := sh.failed(); err != nil {
+		return err // a reply that landed before the take, or the take's own: it names its rule
 	}
 	ideal, err := sh.ideal.TakeCell(&ks.ideal, cellKey, plan.Limits, plan.Cost, plan.Cost, now)
 	if err != nil {
