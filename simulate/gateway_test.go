@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -294,5 +295,49 @@ func TestStoreErrorEndsReplay(t *testing.T) {
 	}
 	if _, err := s.Finish(); !errors.Is(err, errStoreBug) {
 		t.Errorf("Finish after a failed store call: got %v, want the store's error", err)
+	}
+}
+
+// A key state has a lease reference for each gateway: the first four in the state, further
+// ones (a gateway added since, or more than four) beside it. A lease on one of those keeps the
+// key live, and a key state reused from the free list keeps none of its last key's.
+func TestKeyStateLeases(t *testing.T) {
+	s, err := New(Config{Model: testModel(), Gateways: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := s.shards[0]
+	ks := sh.keys.newKeyState(0, 6)
+	if ks.gateways() != 6 {
+		t.Fatalf("a key state for 6 gateways has room for %d", ks.gateways())
+	}
+	seen := map[*engine.LeaseRef]bool{}
+	for g := range 9 { // a 7th to 9th gateway added since
+		r := ks.lease(g)
+		if seen[r] || ks.lease(g) != r {
+			t.Fatalf("gateway %d: lease reference %p not its own", g, r)
+		}
+		seen[r] = true
+	}
+	if ks.gateways() != 9 {
+		t.Errorf("after gateways up to 8: room for %d, want 9", ks.gateways())
+	}
+
+	// A lease on the 6th gateway, and no state left in the store or the ideal engine.
+	plan := s.rules[0].plan
+	if _, err := sh.manager(0, 5).TakeCell(sh.ctx, ks.lease(5), &ks.store, cellKey, plan.Limits, plan.Cost); err != nil {
+		t.Fatal(err)
+	}
+	sh.store.Expire(math.MaxInt64 / 2)
+	if sh.store.LiveCell(&ks.store) || !sh.live(ks) {
+		t.Errorf("a key whose only state is a lease on gateway 5: store live %v, key live %v; want false, true",
+			sh.store.LiveCell(&ks.store), sh.live(ks))
+	}
+
+	sh.keys.add(1, ks)
+	sh.keys.created = 1
+	sh.keys.prune(func(*keyState) bool { return true })
+	if reused := sh.keys.newKeyState(0, 1); reused != ks || reused.more != nil || *reused.lease(0) != (engine.LeaseRef{}) {
+		t.Errorf("a key state reused for 1 gateway: %p (freed %p), more %v, lease %v", reused, ks, reused.more, *reused.lease(0))
 	}
 }

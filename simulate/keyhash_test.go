@@ -77,9 +77,15 @@ func TestStoreKeyHashesFollowKeys(t *testing.T) {
 				// storeKey reads the domain's values at Simulator.domainAt: lay them out there.
 				all := append(make([]string, s.domainAt[di]), values...)
 				p := &prepared{values: all, oks: make([]bool, len(all))}
-				key := sh.storeKey(p, &hit{rs: rs, domain: uint16(di), shape: uint16(si)})
-				if want := string(rs.plan.AppendKey(nil, entries)); key != want {
+				hi := &hit{rs: rs, domain: uint16(di), shape: uint16(si)}
+				key, want := sh.storeKey(p, hi), string(rs.plan.AppendKey(nil, entries))
+				if key != want {
 					t.Fatalf("rule %s: storeKey %q, AppendKey %q", rs.rule.Name, key, want)
+				}
+				// A key's first denial keeps its store key (describe), which orders denied keys.
+				var ks keyState
+				if sh.describe(p, hi, &ks, values); ks.keyDenials == nil || ks.key != want {
+					t.Fatalf("rule %s: a denied key's store key: got %+v, want %q", rs.rule.Name, ks.keyDenials, want)
 				}
 				got := pair{h, id}
 				if prev, ok := byKey[key]; ok && prev != got {
