@@ -120,15 +120,14 @@ func BenchmarkReplay1M(b *testing.B) {
 			ready()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if i > 0 {
-					// Each replay starts as rlctl simulate's one does, on an empty heap of
-					// memory it has yet to fault in: the last replay's garbage, left for a
-					// collection during this one, would have it mark what no CLI run does,
-					// and its pages, kept, would spare it the faults a CLI run takes.
-					b.StopTimer()
-					debug.FreeOSMemory()
-					b.StartTimer()
-				}
+				// Each replay starts as rlctl simulate's one does, on an empty heap of memory
+				// it has yet to fault in: the last replay's garbage, left for a collection
+				// during this one, would have it mark what no CLI run does, and its pages,
+				// kept (the benchmark's runtime.GC before each round of b.N keeps them),
+				// would spare it the faults a CLI run takes.
+				b.StopTimer()
+				debug.FreeOSMemory()
+				b.StartTimer()
 				f, err := os.Open(path)
 				if err != nil {
 					b.Fatal(err)
