@@ -8,6 +8,14 @@ import (
 	"testing"
 )
 
+// cellTestLimits are the rules' limits of the cell tests: a token bucket with a burst, a sliding
+// window, and a bucket under a fixed window.
+var cellTestLimits = [][]Limit{
+	{{Requests: 40, Window: 1000, Burst: 60}},
+	{{Algorithm: SlidingWindow, Requests: 30, Window: 2000}},
+	{{Requests: 10, Window: 1000}, {Algorithm: FixedWindow, Requests: 200, Window: 60_000}},
+}
+
 // TestCellSharedByManagers runs the same random requests through three keyed lease managers on
 // one store (a fleet of gateways) and through three managers of handles only on a store of
 // handles only, each key's leases reaching its state through one cell (TakeCell), as the
@@ -16,11 +24,7 @@ import (
 // cell is live exactly while the keyed store holds the key.
 func TestCellSharedByManagers(t *testing.T) {
 	ctx := context.Background()
-	limits := [][]Limit{
-		{{Requests: 40, Window: 1000, Burst: 60}},
-		{{Algorithm: SlidingWindow, Requests: 30, Window: 2000}},
-		{{Requests: 10, Window: 1000}, {Algorithm: FixedWindow, Requests: 200, Window: 60_000}},
-	}
+	limits := cellTestLimits
 	var now int64 = 1_000_000
 	clock := ClockFunc(func() int64 { return now })
 	keyedStore, cellStore := NewSingleGoroutineMemory(clock), NewHandlesOnlyMemory(clock)
@@ -138,5 +142,97 @@ func TestCellErrors(t *testing.T) {
 	var r LeaseRef
 	if _, err := m.TakeRef(ctx, &r, "k2", limits, 1); !errors.Is(err, ErrHandlesOnly) {
 		t.Errorf("TakeRef on a store of handles only: got %v, want ErrHandlesOnly", err)
+	}
+}
+
+// TestTakePlannedMatchesTakeCell takes the same random requests through TakeCell on one Memory
+// of handles only and through TakePlanned on another, with plans made once: every result, and
+// whether each cell is live after each Expire, must be the same.
+func TestTakePlannedMatchesTakeCell(t *testing.T) {
+	limits := cellTestLimits
+	var now int64 = 1_000_000
+	clock := ClockFunc(func() int64 { return now })
+	celled, planned := NewHandlesOnlyMemory(clock), NewHandlesOnlyMemory(clock)
+	type plan struct {
+		limits     []Limit
+		want, need int64
+		p          *CellPlan
+	}
+	var plans []plan
+	for _, ls := range limits {
+		for _, amounts := range [][2]int64{{1, 1}, {5, 1}, {3, 3}} {
+			p, err := planned.PlanCell(ls, amounts[0], amounts[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			plans = append(plans, plan{ls, amounts[0], amounts[1], p})
+		}
+	}
+	const keys = 30
+	var a, b [keys][9]MemoryCell // by key and plan
+	rng := rand.New(rand.NewPCG(7, 11))
+	for step := 0; step < 60_000; step++ {
+		switch r := rng.IntN(1000); {
+		case r < 3:
+			now += rng.Int64N(400_000) // long idle: state expires
+		case r < 15:
+			now += rng.Int64N(150_000) // past some keys' time to live (60 or 120 s), short of others'
+		case r < 400:
+			now += rng.Int64N(30)
+		}
+		if step%11 == 0 {
+			celled.Expire(now)
+			planned.Expire(now)
+			for k := range a {
+				for i := range a[k] {
+					if celled.LiveCell(&a[k][i]) != planned.LiveCell(&b[k][i]) {
+						t.Fatalf("step %d, key %d, plan %d: live %v against %v", step, k, i, planned.LiveCell(&b[k][i]), celled.LiveCell(&a[k][i]))
+					}
+				}
+			}
+		}
+		k, i := rng.IntN(keys), rng.IntN(len(plans))
+		pl := plans[i]
+		at := now
+		if rng.IntN(4) == 0 {
+			at = 0 // the Memory's clock
+		}
+		key := fmt.Sprintf("key-%d-%d", k, i)
+		want, err1 := celled.TakeCell(&a[k][i], key, pl.limits, pl.want, pl.need, at)
+		got, err2 := planned.TakePlanned(&b[k][i], key, pl.p, at)
+		if err1 != nil || err2 != nil || got != want {
+			t.Fatalf("step %d, key %d, plan %d: TakePlanned %+v, %v; TakeCell %+v, %v", step, k, i, got, err2, want, err1)
+		}
+	}
+}
+
+func TestCellPlanErrors(t *testing.T) {
+	limits := []Limit{{Requests: 10, Window: 1000}}
+	clock := ClockFunc(func() int64 { return 1000 })
+	if _, err := NewSingleGoroutineMemory(clock).PlanCell(limits, 1, 1); !errors.Is(err, ErrCell) {
+		t.Errorf("PlanCell on an indexed Memory: got %v, want ErrCell", err)
+	}
+	a, b := NewHandlesOnlyMemory(clock), NewHandlesOnlyMemory(clock)
+	for _, bad := range []struct {
+		limits     []Limit
+		want, need int64
+	}{{nil, 1, 1}, {[]Limit{{Requests: 0, Window: 1000}}, 1, 1}, {limits, 0, 0}, {limits, 2, 3}} {
+		if _, err := a.PlanCell(bad.limits, bad.want, bad.need); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("PlanCell(%v, %d, %d): got %v, want ErrBadRequest", bad.limits, bad.want, bad.need, err)
+		}
+	}
+	p, err := a.PlanCell(limits, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c MemoryCell
+	if _, err := b.TakePlanned(&c, "k", p, 0); !errors.Is(err, ErrCell) {
+		t.Errorf("TakePlanned with another Memory's plan: got %v, want ErrCell", err)
+	}
+	if _, err := a.TakePlanned(&c, "k", p, MaxExact+1); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("TakePlanned beyond MaxExact: got %v, want ErrBadRequest", err)
+	}
+	if res, err := a.TakePlanned(&c, "k", p, 0); err != nil || res.Granted != 1 {
+		t.Errorf("TakePlanned: got %+v, %v", res, err)
 	}
 }

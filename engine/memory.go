@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"strconv"
 	"strings"
@@ -455,6 +456,57 @@ func (m *Memory) TakeCell(c *MemoryCell, key string, limits []Limit, want, need,
 	}
 	res := take(xs, e.slots, now, want, need)
 	sh.touch(e, now, m.ttlOf(xs))
+	return res, nil
+}
+
+// CellPlan is what TakeCell works out of its limits and amounts on every call, worked out once
+// by Memory.PlanCell for a caller that takes with the same ones again and again, as a
+// simulator's ideal engine does for each rule: the limits' exact schemes, the amounts and the
+// state's time to live.
+type CellPlan struct {
+	m          *Memory
+	xs         []exact
+	want, need int64
+	ttl        int64
+}
+
+// PlanCell checks a take of want tokens, at least need, against limits, as TakeCell does on
+// every call, and returns it for TakePlanned on m. The plan keeps its own copy of what it
+// needs of limits: later changes to them do not reach it.
+func (m *Memory) PlanCell(limits []Limit, want, need int64) (*CellPlan, error) {
+	if !m.handlesOnly() {
+		return nil, ErrCell
+	}
+	xs, err := exactLimits(nil, "", limits)
+	if err != nil {
+		return nil, err
+	}
+	if want, need, err = takeAmounts("", want, need, 0); err != nil {
+		return nil, err
+	}
+	return &CellPlan{m: m, xs: xs, want: want, need: need, ttl: m.ttlOf(xs)}, nil
+}
+
+// TakePlanned is TakeCell for key with plan's limits and amounts, at now (0 or less: m's
+// clock): the same decision and state, without checking the limits and amounts again.
+func (m *Memory) TakePlanned(c *MemoryCell, key string, plan *CellPlan, now int64) (Result, error) {
+	if plan.m != m {
+		return Result{}, ErrCell
+	}
+	now, err := m.now(now)
+	if err != nil {
+		return Result{}, err
+	}
+	if now > MaxExact {
+		return Result{}, fmt.Errorf("%w: key %q: now %d: beyond %d", ErrBadRequest, key, now, MaxExact)
+	}
+	sh := &m.shards[0]
+	e, err := m.cellEntry(sh, &c.e, key, len(plan.xs), now)
+	if err != nil {
+		return Result{}, err
+	}
+	res := take(plan.xs, e.slots, now, plan.want, plan.need)
+	sh.touch(e, now, plan.ttl)
 	return res, nil
 }
 
