@@ -89,13 +89,15 @@ type shard struct {
 	droppedDenied int64
 }
 
-// shardRule is one rule within a shard: its statistics and its lease manager on each gateway.
+// shardRule is one rule within a shard: its statistics, its lease manager on each gateway, and
+// its take in the ideal engine, whose limits and amounts are checked once, here.
 type shardRule struct {
 	stats   ruleStats
 	gateway []*engine.LeaseManager // nil until the shard first uses the gateway for the rule
+	ideal   *engine.CellPlan
 }
 
-func newShard(s *Simulator, id int) *shard {
+func newShard(s *Simulator, id int) (*shard, error) {
 	sh := &shard{id: id, sim: s, ctx: context.Background(), bucketMs: 1000, lastBucket: -1,
 		lat: s.cfg.Latency.forShard(id), rules: make([]shardRule, len(s.rules)), keys: newKeyTable(),
 		nat:         newNATTracker(max(s.cfg.NATUsers, 100), maxNATAddrs/shardCount),
@@ -109,7 +111,14 @@ func newShard(s *Simulator, id int) *shard {
 		sh.seq++
 		sh.events.push(event{atUs: sh.nowUs + sh.lat.draw(), seq: sh.seq, fn: fn})
 	})
-	return sh
+	for i, rs := range s.rules {
+		plan, err := sh.ideal.PlanCell(rs.plan.Limits, rs.plan.Cost, rs.plan.Cost)
+		if err != nil {
+			return nil, fmt.Errorf("rule %s/%s: ideal: %w", rs.plan.Domain, rs.rule.Name, err)
+		}
+		sh.rules[i].ideal = plan
+	}
+	return sh, nil
 }
 
 // storeFailed records err, an error of the virtual store, if it is the first.
@@ -316,12 +325,13 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	if err := sh.failed(); err != nil {
 		return err // a reply that landed before the take, or the take's own: it names its rule
 	}
-	ideal, err := sh.ideal.TakeCell(&ks.ideal, cellKey, plan.Limits, plan.Cost, plan.Cost, now)
+	sr := &sh.rules[rs.index]
+	ideal, err := sh.ideal.TakePlanned(&ks.ideal, cellKey, sr.ideal, now)
 	if err != nil {
 		return fmt.Errorf("rule %s/%s: ideal: %w", plan.Domain, rs.rule.Name, err)
 	}
 	idealOK := ideal.Granted > 0
-	st := &sh.rules[rs.index].stats
+	st := &sr.stats
 	b := sh.bucket()
 	out := &st.out
 	out.Requests++

@@ -177,7 +177,11 @@ func New(cfg Config) (*Simulator, error) {
 		}
 	}
 	for i := range s.shards {
-		s.shards[i] = newShard(s, i)
+		sh, err := newShard(s, i)
+		if err != nil {
+			return nil, err
+		}
+		s.shards[i] = sh
 	}
 	s.strandedMax = make([]int64, len(s.rules))
 	s.stranded = make([]int64, len(s.rules))
