@@ -378,33 +378,29 @@ func nonNil(s []int64) []int64 {
 // only ever show one user, so a slot holds the address and its first user, 16 bytes, four to a
 // cache line: every record with a user looks up its address and its subnet, at random, and a
 // table half the size keeps more of itself in the caches. The users of an address that has
-// shown a second one are in more.
+// shown a second one are in more until they reach the cap; the address is then full, its slot
+// says so, and its users are let go.
 type natTracker struct {
 	cap   int // users counted per address
 	limit int // addresses tracked; users behind further ones are not counted
 	slots []natSlot
 	n     int // addresses tracked
-	more  map[uint64]*userSet
+	more  map[uint64]map[uint64]struct{}
 	// untracked counts the sightings of a user behind an address that was not tracked
 	// because limit addresses were.
 	untracked int64
 }
 
 // natSlot is an address's slot: its addrHash, 0 for an empty slot (addrHash is never 0), and
-// the first user seen behind it.
+// the first user seen behind it, 0 once the address is full (userHash is never 0 either).
 type natSlot struct {
 	addr  uint64
 	first uint64
 }
 
-// userSet holds the users behind an address that has shown two or more, up to the tracker's cap.
-type userSet struct {
-	users map[uint64]struct{}
-	full  bool
-}
-
-// userHash identifies a user in a natTracker.
-func userHash(user string) uint64 { return xxhash.Sum64String(user) }
+// userHash identifies a user in a natTracker: never 0, which marks a full address (the hash 0
+// counts as 1).
+func userHash(user string) uint64 { return max(xxhash.Sum64String(user), 1) }
 
 // addrHash identifies an address or subnet in a natTracker: never 0, which marks an empty slot
 // (the hash 0 counts as 1).
@@ -441,23 +437,21 @@ func (n *natTracker) seeHash(addr, user uint64) {
 		n.n++
 		return
 	}
-	if user == s.first || n.cap <= 1 {
+	if user == s.first || s.first == 0 || n.cap <= 1 {
 		return
 	}
-	u := n.more[addr]
-	if u == nil {
+	users := n.more[addr]
+	if users == nil {
 		if n.more == nil {
-			n.more = map[uint64]*userSet{}
+			n.more = map[uint64]map[uint64]struct{}{}
 		}
-		u = &userSet{users: map[uint64]struct{}{s.first: {}}}
-		n.more[addr] = u
+		users = map[uint64]struct{}{s.first: {}}
+		n.more[addr] = users
 	}
-	if u.full {
-		return
-	}
-	u.users[user] = struct{}{}
-	if len(u.users) >= n.cap {
-		u.full = true
+	users[user] = struct{}{}
+	if len(users) >= n.cap {
+		s.first = 0 // full
+		delete(n.more, addr)
 	}
 }
 
@@ -475,11 +469,14 @@ func (n *natTracker) grow() {
 // count is the number of distinct users seen behind the address whose addrHash is addr,
 // counted up to the tracker's cap, and whether it reached the cap (there may be more).
 func (n *natTracker) count(addr uint64) (int, bool) {
-	if n.slot(addr).addr == 0 {
+	switch s := n.slot(addr); {
+	case s.addr == 0:
 		return 0, false
+	case s.first == 0:
+		return n.cap, true
 	}
-	if u := n.more[addr]; u != nil {
-		return len(u.users), u.full
+	if users := n.more[addr]; users != nil {
+		return len(users), false
 	}
 	return 1, n.cap <= 1
 }
