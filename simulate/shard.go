@@ -143,15 +143,15 @@ func (sh *shard) manager(r, g int) *engine.LeaseManager {
 		sr.gateway = append(sr.gateway, nil)
 	}
 	if sr.gateway[g] == nil {
-		lc := sh.sim.rules[r].plan.Lease
 		rs := sh.sim.rules[r]
+		lc := rs.plan.Lease
 		ms := &meteredStore{sh: sh, inner: sh.store, st: &sr.stats, rule: rs.plan.Domain + "/" + rs.rule.Name}
 		lc.Store, lc.Clock, lc.Dispatcher = ms, sh.clock, sh.disp
 		lc.SingleGoroutine, lc.HandlesOnly = true, true // each key's handles are in its keyState
 		mgr, err := engine.NewLeaseManager(lc)
 		if err != nil {
 			// New made a manager of this configuration (Simulator.checkLeases).
-			panic(fmt.Sprintf("rule %s: %v", sh.sim.rules[r].rule.Name, err))
+			panic(fmt.Sprintf("rule %s: %v", ms.rule, err))
 		}
 		sr.gateway[g] = mgr
 	}
