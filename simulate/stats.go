@@ -40,7 +40,7 @@ type keyState struct {
 	// their keys): its lease on each gateway (zero until the gateway first sees it; in leases
 	// for the first four gateways, the default count, and in more for the others), its bucket
 	// in the ideal engine, and its bucket in the virtual fleet's store, which every gateway's
-	// lease of the key reaches. The key and its rule's limits are kept once, here.
+	// lease of the key reaches. The engines are given its rule's limits, and no key (cellKey).
 	leases [4]engine.LeaseRef
 	ideal  engine.MemoryCell
 	store  engine.MemoryCell
