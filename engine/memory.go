@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
 	"strconv"
 	"strings"
@@ -497,8 +496,8 @@ func (m *Memory) TakePlanned(c *MemoryCell, key string, plan *CellPlan, now int6
 	if err != nil {
 		return Result{}, err
 	}
-	if now > MaxExact {
-		return Result{}, fmt.Errorf("%w: key %q: now %d: beyond %d", ErrBadRequest, key, now, MaxExact)
+	if err := checkNow(key, now); err != nil {
+		return Result{}, err
 	}
 	sh := &m.shards[0]
 	e, err := m.cellEntry(sh, &c.e, key, len(plan.xs), now)

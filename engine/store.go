@@ -112,10 +112,20 @@ func takeAmounts(key string, want, least, now int64) (int64, int64, error) {
 		return 0, 0, fmt.Errorf("%w: key %q: want %d: must be at least 1", ErrBadRequest, key, want)
 	case need < 1 || need > want:
 		return 0, 0, fmt.Errorf("%w: key %q: min %d: must be in [1, want %d]", ErrBadRequest, key, need, want)
-	case now > MaxExact:
-		return 0, 0, fmt.Errorf("%w: key %q: now %d: beyond %d", ErrBadRequest, key, now, MaxExact)
+	}
+	if err := checkNow(key, now); err != nil {
+		return 0, 0, err
 	}
 	return min(want, MaxExact), min(need, MaxExact), nil
+}
+
+// checkNow refuses a take at a time beyond the exact range, as takeAmounts does and as
+// Memory.TakePlanned, whose amounts were checked once, does on every take.
+func checkNow(key string, now int64) error {
+	if now > MaxExact {
+		return fmt.Errorf("%w: key %q: now %d: beyond %d", ErrBadRequest, key, now, MaxExact)
+	}
+	return nil
 }
 
 // normalize validates r and returns the exact schemes of its limits and n
