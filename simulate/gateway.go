@@ -244,7 +244,7 @@ func gatewayName(i int) string { return "gw-" + strconv.Itoa(i) }
 
 // meteredStore wraps a shard's store for one rule: it counts store calls and records the
 // largest lease granted per time bucket. An error it records for the shard names the rule
-// (rule, "domain/name"): the engines are given no key to name (cellKey).
+// (ruleSim.name): the engines are given no key to name (cellKey).
 type meteredStore struct {
 	sh    *shard
 	inner engine.Store

@@ -36,6 +36,8 @@ type ruleSim struct {
 	rule  *policy.Rule
 	depth int // matched entries, without the sub-shard entry
 	index int // in Simulator.rules
+	// name is "domain/rule", how errors of the replay name the rule.
+	name string
 	// keySeed and idSeed start the hashes of the rule's store keys (storeKeyHashes): hashes
 	// of the keys' common start, its domain and name, so that where a key lands does not
 	// depend on where its rule is in the policies.
@@ -102,7 +104,8 @@ func newRuleSim(domain string, r *policy.Rule) (*ruleSim, error) {
 		return nil, fmt.Errorf("domain %s: rule %s: %w", domain, r.Name, err)
 	}
 	prefix := engine.AppendKey(nil, domain, r.Name)
-	return &ruleSim{plan: plan, rule: r, depth: len(r.Match), keySeed: xxhash.Sum64(prefix), idSeed: maphash.Bytes(keyIDSeed, prefix)}, nil
+	return &ruleSim{plan: plan, rule: r, depth: len(r.Match), name: domain + "/" + r.Name,
+		keySeed: xxhash.Sum64(prefix), idSeed: maphash.Bytes(keyIDSeed, prefix)}, nil
 }
 
 // report returns the rule's report entry, named, without figures.

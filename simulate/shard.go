@@ -114,7 +114,7 @@ func newShard(s *Simulator, id int) (*shard, error) {
 	for i, rs := range s.rules {
 		plan, err := sh.ideal.PlanCell(rs.plan.Limits, rs.plan.Cost, rs.plan.Cost)
 		if err != nil {
-			return nil, fmt.Errorf("rule %s/%s: ideal: %w", rs.plan.Domain, rs.rule.Name, err)
+			return nil, fmt.Errorf("rule %s: ideal: %w", rs.name, err)
 		}
 		sh.rules[i].ideal = plan
 	}
@@ -145,7 +145,7 @@ func (sh *shard) manager(r, g int) *engine.LeaseManager {
 	if sr.gateway[g] == nil {
 		rs := sh.sim.rules[r]
 		lc := rs.plan.Lease
-		ms := &meteredStore{sh: sh, inner: sh.store, st: &sr.stats, rule: rs.plan.Domain + "/" + rs.rule.Name}
+		ms := &meteredStore{sh: sh, inner: sh.store, st: &sr.stats, rule: rs.name}
 		lc.Store, lc.Clock, lc.Dispatcher = ms, sh.clock, sh.disp
 		lc.SingleGoroutine, lc.HandlesOnly = true, true // each key's handles are in its keyState
 		mgr, err := engine.NewLeaseManager(lc)
@@ -214,7 +214,7 @@ func (sh *shard) tick(k int64, stranded []int64) error {
 					continue
 				}
 				if err := m.Sweep(sh.ctx); err != nil {
-					return fmt.Errorf("rule %s/%s: sweep: %w", rs.plan.Domain, rs.rule.Name, err)
+					return fmt.Errorf("rule %s: sweep: %w", rs.name, err)
 				}
 			}
 		}
@@ -320,7 +320,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	plan, g := rs.plan, p.g
 	dec, err := sh.manager(rs.index, g).TakeCell(sh.ctx, ks.lease(g), &ks.store, cellKey, plan.Limits, plan.Cost)
 	if err != nil {
-		return fmt.Errorf("rule %s/%s: %w", plan.Domain, rs.rule.Name, err)
+		return fmt.Errorf("rule %s: %w", rs.name, err)
 	}
 	if err := sh.failed(); err != nil {
 		return err // a reply that landed before the take, or the take's own: it names its rule
@@ -328,7 +328,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	sr := &sh.rules[rs.index]
 	ideal, err := sh.ideal.TakePlanned(&ks.ideal, cellKey, sr.ideal, now)
 	if err != nil {
-		return fmt.Errorf("rule %s/%s: ideal: %w", plan.Domain, rs.rule.Name, err)
+		return fmt.Errorf("rule %s: ideal: %w", rs.name, err)
 	}
 	idealOK := ideal.Granted > 0
 	st := &sr.stats

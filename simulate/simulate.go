@@ -197,7 +197,7 @@ func (s *Simulator) checkLeases() error {
 		lc := rs.plan.Lease
 		lc.Store, lc.Clock, lc.SingleGoroutine = engine.NewSingleGoroutineMemory(clock), clock, true
 		if _, err := engine.NewLeaseManager(lc); err != nil {
-			return fmt.Errorf("rule %s/%s: %w", rs.plan.Domain, rs.rule.Name, err)
+			return fmt.Errorf("rule %s: %w", rs.name, err)
 		}
 	}
 	return nil
