@@ -60,12 +60,11 @@ func (ks *keyState) lease(g int) *engine.LeaseRef {
 	if ks.more == nil {
 		ks.more = new([]engine.LeaseRef)
 	}
-	more := *ks.more
-	for len(more) <= g-len(ks.leases) { // a gateway added since (Assignment "field")
-		more = append(more, engine.LeaseRef{})
+	i := g - len(ks.leases)
+	if grow := i + 1 - len(*ks.more); grow > 0 { // a gateway added since (Assignment "field")
+		*ks.more = append(*ks.more, make([]engine.LeaseRef, grow)...)
 	}
-	*ks.more = more
-	return &more[g-len(ks.leases)]
+	return &(*ks.more)[i]
 }
 
 // gateways is the number of gateways the key has room for a lease on.
@@ -101,8 +100,7 @@ func (t *keyTable) newKeyState(rule, n int) *keyState {
 	}
 	ks.rule = rule
 	if n > len(ks.leases) {
-		more := make([]engine.LeaseRef, n-len(ks.leases))
-		ks.more = &more
+		ks.lease(n - 1) // makes room for them all
 	}
 	return ks
 }
