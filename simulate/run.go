@@ -185,7 +185,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	done := make(chan *chunk, inFlight)
 	var all sync.WaitGroup
-	// stage starts n goroutines running fn, and then after once they have all returned.
+	// stage starts n goroutines running fn, and runs then once they have all returned.
 	stage := func(n int, fn func(i int), then func()) {
 		var g sync.WaitGroup
 		g.Add(n)

@@ -97,6 +97,8 @@ type shardRule struct {
 	ideal   *engine.CellPlan
 }
 
+// newShard returns shard id of s, with each rule's take in the ideal engine planned; it fails
+// when a rule's plan does.
 func newShard(s *Simulator, id int) (*shard, error) {
 	sh := &shard{id: id, sim: s, ctx: context.Background(), bucketMs: 1000, lastBucket: -1,
 		lat: s.cfg.Latency.forShard(id), rules: make([]shardRule, len(s.rules)), keys: newKeyTable(),
@@ -241,8 +243,9 @@ func (sh *shard) tick(k int64, stranded []int64) error {
 // sampling reports whether tick k samples stranded tokens: every fifth tick.
 func sampling(k int64) bool { return k > 0 && k%5 == 0 }
 
-// prune forgets the keys idle for twice their rule's TTL that were never denied, and, past
-// deniedLimit, the denied keys with the fewest denials among those idle as long. A key whose
+// prune forgets the keys that were never denied and have been idle for twice the TTL of their
+// store state (engine.TTL of their rule's limits, at least a minute), and, past deniedLimit,
+// the denied keys with the fewest denials among those idle as long. A key whose
 // lease or ideal state the engines still hold is kept however long it has been idle: its
 // handles are the engines' only way to it.
 func (sh *shard) prune(now int64) {

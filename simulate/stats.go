@@ -118,7 +118,8 @@ type keyTable struct {
 	// meets an empty slot, one without a key state, which ends it.
 	slots []keySlot
 	n     int // the keys held
-	// denied counts the keys with denials, which pruning keeps (they are in the report).
+	// denied counts the keys with denials (they are in the report). Pruning keeps them up to
+	// the shard's deniedLimit; past it, the idle ones with the fewest denials go (shard.prune).
 	denied int
 	// free holds pruned key states for new keys to reuse: a new key then costs no
 	// allocation of fresh memory, which is most of a short-lived key's cost. It keeps no
@@ -254,7 +255,8 @@ func (t *keyTable) rehash(empty int) {
 	}
 }
 
-// maxFree bounds a key table's free list: 65,536 key states over all shards, about 29 MB.
+// maxFree bounds a key table's free list: 65,536 key states over all shards, 24 MiB (384 B
+// each, their size class).
 const maxFree = 1 << 16 / shardCount
 
 // keyHash is a hash of bytes that is the same from process to process (the JWT cache's).
@@ -321,7 +323,10 @@ func (s *ruleStats) merge(o *ruleStats) {
 }
 
 // finish fills the report rule from the shards' stats added into s and the rule's denied
-// keys: the top denied identities and the NAT collateral.
+// keys, which it sorts in place: the top topN denied identities and the NAT collateral.
+// users says how many users were seen behind an address or subnet (and whether that count hit
+// its cap); a denial there is collateral when they are natUsers or more. The series start at
+// startMs, in buckets of bucketMs, and all span buckets buckets.
 func (s *ruleStats) finish(denied []*keyState, topN, natUsers int, users func(string) (int, bool), startMs, bucketMs int64, buckets int) *report.Rule {
 	for i := range s.series {
 		if buckets > 0 {
