@@ -151,8 +151,9 @@ func claimNames(sources []*policy.Source) []string {
 	return names
 }
 
-// build fills a policy.Request from rec, and returns the JWT it carries (nil without one). The
-// request is valid until the next call.
+// build fills a policy.Request from rec, and returns the JWT it carries: nil without an
+// Authorization header, and noToken (no claims, no user) when the header holds no decodable
+// JWT. The request is valid until the next call.
 func (b *requestBuilder) build(rec *accesslog.Record) (policy.Request, *token) {
 	// A list, not a map: a record has a handful of headers and sources look up a few of them.
 	// Later pairs take precedence, as the map this replaces was filled in this order.
@@ -221,8 +222,8 @@ func (b *requestBuilder) cachedToken(payload string) *token {
 }
 
 // decode decodes a JWT payload segment as decodePayload does, but keeps only the claims b's
-// sources read (b.claimNames), in their order in the payload. Their values, and the user, are
-// views of one string.
+// sources read (b.claimNames), in the order appendClaims gives them. Their values, and the
+// user, are views of one string.
 func (b *requestBuilder) decode(payload string) *token {
 	t := &token{}
 	kept, ok := appendClaims(b.kept[:0], &b.payload, payload, b.claimNames)
@@ -260,9 +261,10 @@ func (b *requestBuilder) decode(payload string) *token {
 }
 
 // appendClaims decodes a JWT payload segment into *raw (reusing it) and appends its claims to
-// claims in order, all of them, or with names only those so named; it reports false when the
-// payload is not a JSON object. The names and values it appends may view *raw: they are valid
-// until *raw is reused.
+// claims, all of them, or with names only those so named: in the payload's order when
+// scanFlatClaims takes it, else one per name in name order (slowClaims). It reports false when
+// the payload is not base64url or not a JSON object. The names and values it appends may view
+// *raw: they are valid until *raw is reused.
 func appendClaims(claims []policy.Claim, raw *[]byte, payload string, names []string) ([]policy.Claim, bool) {
 	var err error
 	src := unsafe.Slice(unsafe.StringData(payload), len(payload)) // read only
@@ -343,7 +345,8 @@ func decodePayload(payload string) []policy.Claim {
 }
 
 // slowClaims decodes a JWT payload that scanFlatClaims does not take, with json.Unmarshal, into
-// its claims, or returns nil when it is not a JSON object.
+// its claims, one per name (the last, as json.Unmarshal keeps it) in name order, or returns nil
+// when it is not a JSON object.
 func slowClaims(raw []byte) []policy.Claim {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
@@ -355,6 +358,7 @@ func slowClaims(raw []byte) []policy.Claim {
 			claims = append(claims, policy.Claim{Name: k, Value: s})
 		}
 	}
+	slices.SortFunc(claims, func(a, b policy.Claim) int { return strings.Compare(a.Name, b.Name) })
 	return claims
 }
 

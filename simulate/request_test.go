@@ -95,6 +95,21 @@ func checkDecode(t *testing.T, b *requestBuilder, raw string) {
 	}
 }
 
+// A payload the fast path gives up on (a nested value) is decoded through a map; its claims
+// still come in one order, by name, not in the map's random one.
+func TestSlowClaimsInNameOrder(t *testing.T) {
+	raw := `{"z":"1","n":{"deep":true},"b":"x","m":2,"a":"y"}`
+	for i := 0; i < 20; i++ { // a map's order would differ from run to run within 20
+		var names []string
+		for _, c := range decodePayload(b64(raw)) {
+			names = append(names, c.Name)
+		}
+		if got := strings.Join(names, ","); got != "a,b,m,z" {
+			t.Fatalf("decodePayload(%q): claims %s, want a,b,m,z", raw, got)
+		}
+	}
+}
+
 // claimString's fast paths must write every value as the json.Unmarshal tries do.
 func TestClaimString(t *testing.T) {
 	slow := func(v json.RawMessage) (string, bool) {
