@@ -7,18 +7,15 @@ import (
 	"github.com/rlctl/rlctl/simulate/accesslog"
 )
 
-// recordSource yields records into rec, whose strings view *arena (accesslog.Reader.ReadArena),
-// and io.EOF at the end. Bad lines go to the source's onBad and are skipped.
-type recordSource interface {
-	next(rec *accesslog.Record, arena *[]byte) error
-}
-
-// logSource reads one log.
+// logSource reads one log's records for mergedSource.
 type logSource struct {
 	rd    *accesslog.Reader
 	onBad func(*accesslog.LineError) error
 }
 
+// next reads the log's next record into rec, whose strings view *arena
+// (accesslog.Reader.ReadArena), or returns io.EOF at the end. Bad lines go to onBad and are
+// skipped.
 func (s *logSource) next(rec *accesslog.Record, arena *[]byte) error {
 	for {
 		err := s.rd.ReadArena(rec, arena)
@@ -69,6 +66,7 @@ func newMergedSource(readers []*accesslog.Reader, onBad func(*accesslog.LineErro
 	return m, nil
 }
 
+// next reads the earliest head's record into rec, as logSource.next does.
 func (m *mergedSource) next(rec *accesslog.Record, arena *[]byte) error {
 	if len(m.heads) == 0 {
 		return io.EOF

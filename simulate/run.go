@@ -247,9 +247,9 @@ func (r *runner) read(ctx context.Context, free <-chan *chunk, out chan<- *chunk
 	if !next() {
 		return
 	}
-	var merged recordSource
+	var merged *mergedSource // several logs, read and parsed here; one is parsed by the workers
 	if len(r.readers) > 1 {
-		src, err := sourceOf(r.readers, func(le *accesslog.LineError) error {
+		src, err := newMergedSource(r.readers, func(le *accesslog.LineError) error {
 			c.bad = append(c.bad, le)
 			return nil
 		})
@@ -442,14 +442,6 @@ func (r *runner) merge(in <-chan *chunk, free chan<- *chunk) {
 			free <- c
 		}
 	}
-}
-
-// sourceOf reads inputs: one log as it is, several merged by time (mergedSource).
-func sourceOf(readers []*accesslog.Reader, onBad func(*accesslog.LineError) error) (recordSource, error) {
-	if len(readers) == 1 {
-		return &logSource{rd: readers[0], onBad: onBad}, nil
-	}
-	return newMergedSource(readers, onBad)
 }
 
 // openReaders opens a reader on each input. On an error it returns the readers it opened,
