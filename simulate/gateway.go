@@ -14,19 +14,22 @@ import (
 	"github.com/rlctl/rlctl/simulate/accesslog"
 )
 
-// Latency is a distribution of store reply latencies, in microseconds of virtual time.
+// Latency is a distribution of store reply latencies, in microseconds of virtual time: a fixed
+// one (lo == hi) or uniform between lo and hi. The zero Latency is no latency, as "0" is. A
+// Latency is configuration: each shard draws from a stream of its own (forShard), so one value
+// serves any number of replays.
 type Latency struct {
-	kind     string // "fixed" or "uniform"
-	lo, hi   int64  // µs
+	lo, hi   int64 // µs
 	seed     uint64
-	rng      *rand.Rand
+	rng      *rand.Rand // a shard's stream (forShard); nil in a Latency ParseLatency returns
 	original string
 }
 
 // ParseLatency reads a --store-latency value: a duration ("1ms", "500us", "0") or
-// "uniform:LO-HI" ("uniform:0.5ms-2ms").
+// "uniform:LO-HI" ("uniform:0.5ms-2ms"), in whole microseconds, which the virtual clock counts.
+// seed seeds a uniform latency's draws: the figures of a replay with one depend on it.
 func ParseLatency(s string, seed uint64) (Latency, error) {
-	l := Latency{kind: "fixed", original: s, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
+	l := Latency{original: s, seed: seed}
 	if s == "" || s == "0" {
 		l.original = "0"
 		return l, nil
@@ -34,22 +37,47 @@ func ParseLatency(s string, seed uint64) (Latency, error) {
 	if rest, ok := strings.CutPrefix(s, "uniform:"); ok {
 		a, b, ok := strings.Cut(rest, "-")
 		if !ok {
-			return l, fmt.Errorf("store latency %q: want uniform:LO-HI, such as uniform:0.5ms-2ms", s)
+			return l, fmt.Errorf("--store-latency %q: want uniform:LO-HI, such as uniform:0.5ms-2ms", s)
 		}
-		lo, err1 := time.ParseDuration(a)
-		hi, err2 := time.ParseDuration(b)
-		if err1 != nil || err2 != nil || lo < 0 || hi < lo {
-			return l, fmt.Errorf("store latency %q: want uniform:LO-HI with 0 <= LO <= HI", s)
+		lo, err := latencyMicros(s, "LO", a)
+		if err != nil {
+			return l, err
 		}
-		l.kind, l.lo, l.hi = "uniform", lo.Microseconds(), hi.Microseconds()
+		hi, err := latencyMicros(s, "HI", b)
+		if err != nil {
+			return l, err
+		}
+		if hi < lo {
+			return l, fmt.Errorf("--store-latency %q: HI is below LO", s)
+		}
+		l.lo, l.hi = lo, hi
 		return l, nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return l, fmt.Errorf("store latency %q: want a duration such as 1ms, or uniform:LO-HI", s)
+	d, err := latencyMicros(s, "", s)
+	if err != nil {
+		return l, err
 	}
-	l.lo, l.hi = d.Microseconds(), d.Microseconds()
+	l.lo, l.hi = d, d
 	return l, nil
+}
+
+// latencyMicros reads part, the duration called name ("LO", "HI", or "" for the whole value) of
+// --store-latency value s, in microseconds.
+func latencyMicros(s, name, part string) (int64, error) {
+	what := "a duration such as 1ms, or uniform:LO-HI"
+	if name != "" {
+		what = name + ": a duration such as 0.5ms"
+	}
+	d, err := time.ParseDuration(part)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--store-latency %q: want %s", s, what)
+	case d < 0:
+		return 0, fmt.Errorf("--store-latency %q: want %s, not below 0", s, what)
+	case d%time.Microsecond != 0:
+		return 0, fmt.Errorf("--store-latency %q: %s is not a whole number of microseconds, which the virtual clock counts", s, strings.TrimSpace(name+" "+part))
+	}
+	return d.Microseconds(), nil
 }
 
 func (l *Latency) draw() int64 {
@@ -144,7 +172,7 @@ func ParseAssignment(s string) (Assignment, error) {
 	case strings.HasPrefix(s, "field:") && len(s) > 6:
 		return Assignment{Kind: "field", Field: s[6:]}, nil
 	}
-	return Assignment{}, fmt.Errorf("assignment %q: want round-robin, hash:FIELD or field:FIELD", s)
+	return Assignment{}, fmt.Errorf("--assign %q: want round-robin, hash:FIELD or field:FIELD", s)
 }
 
 func (a Assignment) String() string {
@@ -177,9 +205,10 @@ func (gs *gatewaySet) with(name string, rules []*ruleSim) *gatewaySet {
 	return n
 }
 
-// MaxGateways bounds the virtual gateways, given (Config.Gateways) or made by a field
-// assignment. Each costs a lease manager per rule and a lease per key it sees; a field with
-// more distinct values than this (a request ID, say) does not name gateways.
+// MaxGateways bounds the virtual gateways, given (Config.Gateways) or named by a field
+// assignment's values (the gateway "unnamed", of records without the field, is not counted).
+// Each costs a lease manager per rule and a lease per key it sees; a replay whose field shows
+// more distinct values than this (a request ID, say) fails.
 const MaxGateways = 1024
 
 // assigner picks gateways.

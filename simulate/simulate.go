@@ -108,7 +108,7 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.Assign.Kind == "" {
 		cfg.Assign.Kind = "round-robin"
 	}
-	if cfg.Latency.rng == nil {
+	if cfg.Latency.original == "" {
 		cfg.Latency, _ = ParseLatency("0", 1)
 	}
 	s := &Simulator{
@@ -243,7 +243,7 @@ func (s *Simulator) sequence(p *prepared, rec *accesslog.Record) error {
 	p.n = s.requests
 	g := s.assign.pick(s, rec)
 	if g < 0 {
-		return fmt.Errorf("--assign %s: more than %d distinct values, the next at %s:%d; a field that names gateways has a few",
+		return fmt.Errorf("--assign %s: more than %d distinct values, the next at %s:%d; field: wants a field with a few values, one per gateway (hash: spreads any field over --gateways)",
 			s.cfg.Assign, MaxGateways, rec.File, rec.Line)
 	}
 	p.g = g

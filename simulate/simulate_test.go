@@ -196,17 +196,29 @@ func TestDecodeClaims(t *testing.T) {
 }
 
 func TestParsers(t *testing.T) {
-	for _, s := range []string{"0", "1ms", "500us", "uniform:0.5ms-2ms"} {
+	for _, s := range []string{"0", "1ms", "500us", "uniform:0.5ms-2ms", "1001us"} {
 		if _, err := ParseLatency(s, 1); err != nil {
 			t.Errorf("ParseLatency(%q): %v", s, err)
 		}
 	}
-	for _, s := range []string{"fast", "-1ms", "uniform:2ms-1ms", "uniform:1ms"} {
-		if _, err := ParseLatency(s, 1); err == nil {
-			t.Errorf("ParseLatency(%q): got nil error", s)
+	// Each error names the flag, and what is wrong with the value.
+	for s, want := range map[string]string{
+		"fast":              `--store-latency "fast": want a duration such as 1ms, or uniform:LO-HI`,
+		"-1ms":              "not below 0",
+		"uniform:2ms-1ms":   "HI is below LO",
+		"uniform:1ms":       "want uniform:LO-HI",
+		"uniform:1x-2ms":    "want LO: a duration",
+		"uniform:1ms-2":     "want HI: a duration",
+		"100ns":             "100ns is not a whole number of microseconds",
+		"uniform:1.5us-2ms": "LO 1.5us is not a whole number of microseconds",
+	} {
+		_, err := ParseLatency(s, 1)
+		if err == nil || !strings.HasPrefix(err.Error(), "--store-latency ") || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseLatency(%q): got %v, want an error with %q", s, err, want)
 		}
 	}
 	l, _ := ParseLatency("uniform:1ms-2ms", 1)
+	l = l.forShard(0)
 	for i := 0; i < 1000; i++ {
 		if d := l.draw(); d < 1000 || d > 2000 {
 			t.Fatalf("draw: got %dµs, want in [1000, 2000]", d)
@@ -218,8 +230,8 @@ func TestParsers(t *testing.T) {
 			t.Errorf("ParseAssignment(%q): got %v, %v; want %s", s, a, err, want)
 		}
 	}
-	if _, err := ParseAssignment("hash:"); err == nil {
-		t.Error("ParseAssignment(hash:): got nil error")
+	if _, err := ParseAssignment("hash:"); err == nil || !strings.HasPrefix(err.Error(), `--assign "hash:"`) {
+		t.Errorf("ParseAssignment(hash:): got %v, want an error naming --assign", err)
 	}
 }
 

@@ -287,17 +287,16 @@ func (df diffFlags) parseBlast(cmd *cobra.Command) (*blastSettings, error) {
 // does not set) and compares the outcomes.
 func (bs *blastSettings) run(cmd *cobra.Command, base, head *policy.Model) (*diff.Blast, error) {
 	bs.memoryReady()
+	latency, err := simulate.ParseLatency("1ms", 1) // simulate's default; both replays share it
+	if err != nil {
+		return nil, err
+	}
 	replay := func(ctx context.Context, m *policy.Model, obs simulate.Observer) (*report.Report, error) {
 		inputs, total, closeAll, err := openLogs(bs.df.logs, nil)
 		if err != nil {
 			return nil, err
 		}
 		defer closeAll()
-		// A latency is parsed per replay: a uniform one carries its random source.
-		latency, err := simulate.ParseLatency("1ms", 1)
-		if err != nil {
-			return nil, err
-		}
 		stop := startProgress(cmd.ErrOrStderr(), total)
 		defer stop()
 		r, err := simulate.Run(ctx, simulate.RunConfig{
