@@ -235,4 +235,18 @@ func TestCellPlanErrors(t *testing.T) {
 	if res, err := a.TakePlanned(&c, "k", p, 0); err != nil || res.Granted != 1 {
 		t.Errorf("TakePlanned: got %+v, %v", res, err)
 	}
+	// The time checked is the one given, as TakeCell checks it: a clock's time is taken as
+	// it is by both.
+	late := ClockFunc(func() int64 { return MaxExact + 1 })
+	cm, pm := NewHandlesOnlyMemory(late), NewHandlesOnlyMemory(late)
+	lp, err := pm.PlanCell(limits, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cc, pc MemoryCell
+	want, err1 := cm.TakeCell(&cc, "k", limits, 1, 1, 0)
+	got, err2 := pm.TakePlanned(&pc, "k", lp, 0)
+	if got != want || (err1 == nil) != (err2 == nil) {
+		t.Errorf("on a clock beyond MaxExact: TakePlanned %+v, %v; TakeCell %+v, %v", got, err2, want, err1)
+	}
 }

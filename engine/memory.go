@@ -416,8 +416,9 @@ type MemoryCell struct {
 }
 
 // ErrCell is returned for a MemoryCell used with a Memory that keeps an index
-// of its keys, or with another Memory or key than its first.
-var ErrCell = errors.New("engine: a MemoryCell is one key's of one Memory of handles only")
+// of its keys, or with another Memory or key than its first, and for a
+// CellPlan asked of such a Memory or used with another than its own.
+var ErrCell = errors.New("engine: a MemoryCell or CellPlan used with another Memory or key, or with a Memory that keeps an index of its keys")
 
 // cellEntry returns e, the entry of a MemoryCell, as key's state in m with
 // room for n limits, fresh when it has expired or Expire dropped it. The
@@ -492,11 +493,11 @@ func (m *Memory) TakePlanned(c *MemoryCell, key string, plan *CellPlan, now int6
 	if plan.m != m {
 		return Result{}, ErrCell
 	}
-	now, err := m.now(now)
-	if err != nil {
+	if err := checkNow(key, now); err != nil { // the time given, as TakeCell checks it
 		return Result{}, err
 	}
-	if err := checkNow(key, now); err != nil {
+	now, err := m.now(now)
+	if err != nil {
 		return Result{}, err
 	}
 	sh := &m.shards[0]

@@ -119,8 +119,9 @@ func takeAmounts(key string, want, least, now int64) (int64, int64, error) {
 	return min(want, MaxExact), min(need, MaxExact), nil
 }
 
-// checkNow refuses a take at a time beyond the exact range, as takeAmounts does and as
-// Memory.TakePlanned, whose amounts were checked once, does on every take.
+// checkNow refuses a take at a time beyond the exact range: the time the request gives, before
+// a store falls back to its clock for 0 or less. takeAmounts checks it so, and so does
+// Memory.TakePlanned, whose amounts were checked once, on every take.
 func checkNow(key string, now int64) error {
 	if now > MaxExact {
 		return fmt.Errorf("%w: key %q: now %d: beyond %d", ErrBadRequest, key, now, MaxExact)
