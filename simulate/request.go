@@ -180,7 +180,7 @@ func (b *requestBuilder) build(rec *accesslog.Record) (policy.Request, *token) {
 }
 
 // tokenOf decodes the JWT in an Authorization header value. Tokens are cached by their payload
-// segment, all that DecodeClaims reads, rather than by the whole header: it is the shorter key.
+// segment, all that their claims come from, rather than by the whole header: it is the shorter key.
 func (b *requestBuilder) tokenOf(auth string) *token {
 	payload, ok := jwtPayload(auth)
 	if !ok {
@@ -221,8 +221,8 @@ func (b *requestBuilder) cachedToken(payload string) *token {
 	return t
 }
 
-// decode decodes a JWT payload segment as decodePayload does, but keeps only the claims b's
-// sources read (b.claimNames), in the order appendClaims gives them. Their values, and the
+// decode decodes a JWT payload segment (appendClaims), keeping only the claims b's sources
+// read (b.claimNames), in the order appendClaims gives them. Their values, and the
 // user, are views of one string.
 func (b *requestBuilder) decode(payload string) *token {
 	t := &token{}
@@ -290,31 +290,6 @@ func appendClaims(claims []policy.Claim, raw *[]byte, payload string, names []st
 	return claims, all != nil
 }
 
-// DecodeClaims returns the top-level claims of the JWT in an Authorization header value
-// ("Bearer <jwt>" or a bare JWT) as strings, or nil when it holds no decodable JWT. The
-// signature is NOT verified. Strings are taken as they are; numbers and booleans are written
-// as JSON writes them.
-func DecodeClaims(auth string) map[string]string {
-	payload, ok := jwtPayload(auth)
-	if !ok {
-		return nil
-	}
-	return claimMap(decodePayload(payload))
-}
-
-// claimMap puts claims into a map, in order: of several with one name the last counts. It
-// returns nil for nil claims (no decodable payload).
-func claimMap(claims []policy.Claim) map[string]string {
-	if claims == nil {
-		return nil
-	}
-	m := make(map[string]string, len(claims))
-	for _, c := range claims {
-		m[c.Name] = c.Value
-	}
-	return m
-}
-
 // jwtPayload returns the payload segment of the JWT in an Authorization header value, if the
 // value holds a three-segment token.
 func jwtPayload(auth string) (string, bool) {
@@ -331,17 +306,6 @@ func jwtPayload(auth string) (string, bool) {
 		return "", false
 	}
 	return payload, true
-}
-
-// decodePayload decodes a JWT payload segment into its claims (DecodeClaims), or returns nil
-// when it is not a JSON object. A payload without claims decodes to an empty, non-nil list.
-func decodePayload(payload string) []policy.Claim {
-	var raw []byte // its own: the claims view it
-	claims, ok := appendClaims(make([]policy.Claim, 0, 4), &raw, payload, nil)
-	if !ok {
-		return nil
-	}
-	return claims
 }
 
 // slowClaims decodes a JWT payload that scanFlatClaims does not take, with json.Unmarshal, into

@@ -188,9 +188,9 @@ func TestDecodeClaims(t *testing.T) {
 		{"Bearer a." + b64(`[1]`) + ".c", nil},
 	}
 	for _, tt := range tests {
-		got := DecodeClaims(tt.auth)
+		got := decodeClaims(tt.auth)
 		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
-			t.Errorf("DecodeClaims(%q): got %v, want %v", tt.auth, got, tt.want)
+			t.Errorf("decodeClaims(%q): got %v, want %v", tt.auth, got, tt.want)
 		}
 	}
 }
