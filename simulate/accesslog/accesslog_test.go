@@ -672,3 +672,26 @@ func TestTrimEOL(t *testing.T) {
 		}
 	}
 }
+
+// Field gives every well-known field as text, the time and the status too, which an
+// assignment (--assign hash:response_code) reads through it: they read as empty before.
+func TestRecordField(t *testing.T) {
+	const line = `{"start_time":"2024-05-01T12:00:00.001Z","method":"GET","path":"/a","response_code":429,` +
+		`"downstream_remote_address":"10.0.0.9:5555","x-tenant-id":"acme"}` + "\n"
+	recs, bad := readAll(t, line+`{"start_time":"2024-05-01T12:00:01Z"}`+"\n", Options{Headers: []string{"x-tenant-id"}})
+	if len(recs) != 2 || len(bad) != 0 {
+		t.Fatalf("got %d records, %d bad lines; want 2 and 0", len(recs), len(bad))
+	}
+	for name, want := range map[string]string{"start_time": "2024-05-01T12:00:00.001Z", "response_code": "429",
+		"method": "GET", "path": "/a", "client_ip": "10.0.0.9", "downstream_remote_address": "10.0.0.9:5555",
+		"x-tenant-id": "acme", "user_agent": "", "x-other": ""} {
+		if got := recs[0].Field(name); got != want {
+			t.Errorf("Field(%q): got %q, want %q", name, got, want)
+		}
+	}
+	for name, want := range map[string]string{"start_time": "2024-05-01T12:00:01.000Z", "response_code": ""} {
+		if got := recs[1].Field(name); got != want {
+			t.Errorf("a line without a status: Field(%q): got %q, want %q", name, got, want)
+		}
+	}
+}

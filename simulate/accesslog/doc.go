@@ -11,13 +11,17 @@
 // goroutine, turn lines into the Records that Read would have returned. Read and ReadArena are
 // ReadRaw and a Parser of the Reader's own.
 //
-// A Record's strings are substrings of one string per line, so reading a line costs one
-// allocation plus one per escaped JSON value; with Reader.ReadArena they view a buffer the caller
+// A Record's strings are substrings of one string per line, so reading a JSON line costs one
+// allocation plus one per escaped value (a CSV line, encoding/csv's); with Reader.ReadArena they view a buffer the caller
 // reuses, and the line costs none. Callers that keep a value beyond the record (a map key, say)
 // should strings.Clone it: for memory, and with ReadArena for correctness.
 package accesslog
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Record is one request from an access log. Missing values are empty (Envoy's "-" reads as
 // empty); TimeMs is Unix milliseconds, and a line without a timestamp is a bad line, not a
@@ -79,10 +83,21 @@ func (r *Record) ClientIP() string {
 	return stripPort(trimSpace(x))
 }
 
-// Field returns the value of a named field: a well-known field name (see FieldNames) or a
-// captured header.
+// Field returns the value of a named field as text: a well-known field name (FieldNames;
+// start_time as RFC 3339 UTC with milliseconds, response_code in decimal and empty when it is 0,
+// as it is when the line has none), client_ip (ClientIP), or a captured header.
 func (r *Record) Field(name string) string {
 	switch fieldByName[name] {
+	case fieldTime:
+		if r.TimeMs == noTimestamp {
+			return ""
+		}
+		return time.UnixMilli(r.TimeMs).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	case fieldStatus:
+		if r.Status == 0 {
+			return ""
+		}
+		return strconv.Itoa(r.Status)
 	case fieldMethod:
 		return r.Method
 	case fieldPath:
