@@ -50,7 +50,9 @@ func (m *Matcher) Match(req policy.Request) []Match {
 		if !ok {
 			continue
 		}
-		out = append(out, m.lookup(m.entries, shape)...)
+		if mt, ok := m.MatchDescriptor(m.entries); ok {
+			out = append(out, mt)
+		}
 	}
 	return out
 }
@@ -67,19 +69,6 @@ func (m *Matcher) MatchDescriptor(entries []policy.Entry) (Match, bool) {
 		return Match{}, false
 	}
 	return Match{Rule: rs.rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.plan.Limits, Cost: rs.plan.Cost}, true
-}
-
-func (m *Matcher) lookup(entries []policy.Entry, shape []int) []Match {
-	i, found := m.ds.d.LookupIndex(entries)
-	if !found {
-		return nil
-	}
-	rs := m.ds.rules[i]
-	if len(shape) != rs.descriptorLen() {
-		return nil
-	}
-	key, _ := storeKey(m.ds.d.Name, rs, entries)
-	return []Match{{Rule: rs.rule, Entries: append([]policy.Entry(nil), entries...), Key: key, Limits: rs.plan.Limits, Cost: rs.plan.Cost}}
 }
 
 // descriptorLen is the number of entries in the rule's descriptor: its matches, plus the
