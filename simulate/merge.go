@@ -22,7 +22,8 @@ func (s *logSource) next(rec *accesslog.Record, arena *[]byte) error {
 		if err == nil || err == io.EOF {
 			return err
 		}
-		// Declared here, not per record: errors.As makes le escape to the heap.
+		// Declared on the bad-line path only: errors.As makes le escape to the heap, and a
+		// good record should not pay an allocation for it.
 		var le *accesslog.LineError
 		if !errors.As(err, &le) {
 			return err
@@ -36,7 +37,7 @@ func (s *logSource) next(rec *accesslog.Record, arena *[]byte) error {
 // mergedSource reads several logs as one, in time order, as a fleet's gateways each write
 // their own log of the same period: each log is read one record ahead, and the earliest of
 // those heads goes next (the earlier log's on a tie). A log's own records keep their order, so
-// one out of order within its log is replayed late, as it would be alone (Simulator.Reordered).
+// one out of order within its log is replayed late, as it would be alone (report.Report.Reordered).
 type mergedSource struct {
 	heads []*mergeHead // the logs not yet at their end, in input order
 }
@@ -47,8 +48,8 @@ type mergeHead struct {
 	arena []byte // rec's; reused once rec is copied out
 }
 
-// mergeHeadArena is the buffer each head starts with: enough for long lines without the
-// megabyte a batch's arena starts with (accesslog.Reader.ReadArena), since there is one per log.
+// mergeHeadArena is the buffer each head starts with, one per log: it holds long lines, where
+// a head starting empty would have ReadArena allocate a megabyte for its first line.
 const mergeHeadArena = 64 << 10
 
 func newMergedSource(readers []*accesslog.Reader, onBad func(*accesslog.LineError) error) (*mergedSource, error) {

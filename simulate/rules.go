@@ -25,9 +25,6 @@ type domainSim struct {
 	// only: a Matcher walks the tree).
 	sel     *policy.Selector
 	classed []int
-	// addrSources are the indexes of remote_address sources; their values are addresses or
-	// subnets whose users the shared-NAT check counts.
-	addrSources []int
 }
 
 // ruleSim is a rule prepared for replay.
@@ -49,9 +46,6 @@ func newDomainSim(d *policy.Domain) (*domainSim, error) {
 	index := map[string]int{}
 	for i, s := range d.Sources {
 		index[s.Key] = i
-		if s.Kind == policy.SourceRemoteAddress {
-			ds.addrSources = append(ds.addrSources, i)
-		}
 	}
 	seen := map[string]bool{}
 	for _, r := range d.Rules {

@@ -433,7 +433,7 @@ func (r *runner) merge(in <-chan *chunk, free chan<- *chunk) {
 			next++
 			if !r.failed.Load() {
 				for i := range c.n {
-					r.sim.merge(&c.preps[i], &c.recs[i])
+					r.sim.tally(&c.preps[i], &c.recs[i])
 				}
 				for at := 0; at < len(c.stranded); at += rules {
 					r.sim.sampled(c.stranded[at : at+rules])

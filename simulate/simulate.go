@@ -28,12 +28,16 @@ import (
 type Config struct {
 	Model *policy.Model
 	// Domain limits the replay to one domain; empty means all.
-	Domain   string
-	Gateways int // at least 1
-	Assign   Assignment
-	Latency  Latency
+	Domain string
+	// Gateways is the number of virtual gateways, up to MaxGateways: 0 means 1. A field
+	// assignment makes its own and ignores it.
+	Gateways int
+	// Assign picks each record's gateway: the zero Assignment is round-robin.
+	Assign Assignment
+	// Latency is the store's reply latency: the zero Latency is none.
+	Latency Latency
 	// NATUsers is K: a denial on an address or subnet key behind which at least K distinct
-	// users (JWT subjects or TLS fingerprints) were seen is shared-NAT collateral.
+	// users (JWT subjects or TLS fingerprints) were seen is shared-NAT collateral. 0 means 20.
 	NATUsers int
 	// Legit are descriptor values of legitimate callers, in addition to the rules' own lists.
 	// A value may also be written KEY=VALUE with KEY a descriptor key, as reports show
@@ -250,9 +254,9 @@ func (s *Simulator) sequence(p *prepared, rec *accesslog.Record) error {
 	return nil
 }
 
-// merge counts record p once the shards have decided its hits, and tells the observer of its
+// tally counts record p once the shards have decided its hits, and tells the observer of its
 // denials, in log order.
-func (s *Simulator) merge(p *prepared, rec *accesslog.Record) {
+func (s *Simulator) tally(p *prepared, rec *accesslog.Record) {
 	var would, denied bool
 	o := s.cfg.Observer
 	for i := range p.hits {
@@ -289,7 +293,9 @@ func (s *Simulator) sampled(n []int64) {
 	}
 }
 
-// Replay runs one record through the virtual fleet and the ideal engine.
+// Replay runs one record through the virtual fleet and the ideal engine. An error (a field
+// assignment past MaxGateways, a failure of the virtual store) ends the replay: Finish would
+// report a part of it.
 func (s *Simulator) Replay(rec *accesslog.Record) error {
 	s.buf.reset()
 	p := &s.prep
@@ -313,7 +319,7 @@ func (s *Simulator) replayPrepared(p *prepared, rec *accesslog.Record) error {
 	if stranded != nil {
 		s.sampled(stranded)
 	}
-	s.merge(p, rec)
+	s.tally(p, rec)
 	return nil
 }
 
@@ -542,15 +548,16 @@ func (s *Simulator) users(addr string) (int, bool) {
 	return s.shards[shardOf(h)].nat.count(h)
 }
 
-// Finish lands the remaining store replies, returns leased tokens and builds the report.
+// Finish lands the store replies still in flight, counts the tokens the leases still hold as
+// each rule's StrandedEnd, and builds the report. It fails when a shard's store did.
 func (s *Simulator) Finish() (*report.Report, error) {
-	buckets, last := 0, -1
+	buckets, lastBucket := 0, -1
 	if s.started {
 		buckets = s.bucket() + 1
-		last = buckets - 1
+		lastBucket = buckets - 1
 	}
 	for _, sh := range s.shards {
-		sh.finish(s.requests, s.nowMs, s.bucketMs, last)
+		sh.finish(s.requests, s.nowMs, s.bucketMs, lastBucket)
 		if err := sh.failed(); err != nil {
 			return nil, err
 		}
@@ -589,7 +596,3 @@ func (s *Simulator) Finish() (*report.Report, error) {
 	}
 	return r, nil
 }
-
-// Reordered is the number of records whose time was before an earlier record's; they were
-// replayed at the later time.
-func (s *Simulator) Reordered() int64 { return s.reordered }

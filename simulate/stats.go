@@ -125,7 +125,7 @@ type keyTable struct {
 	// allocation of fresh memory, which is most of a short-lived key's cost. It keeps no
 	// more than the keys made since the prune before (created), what the next minute is
 	// likely to need. Only keys never denied go there: a record not yet merged may still
-	// read a denied key's state (Simulator.merge), never another's.
+	// read a denied key's state (Simulator.tally), never another's.
 	free    []*keyState
 	created int
 }
