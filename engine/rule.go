@@ -76,7 +76,7 @@ func matchKeyParts(r *policy.Rule) []string {
 
 // AppendKey is AppendRuleKey(dst, p.Domain, p.Rule, entries) with the start of the key, the
 // escaped domain and rule name, and the escaped keys of the rule's entries worked out once by
-// PlanRule: a replay builds a key for every rule that every logged request selects.
+// PlanRule: the simulator builds one on each key's first denial, for its reports.
 func (p *RulePlan) AppendKey(dst []byte, entries []policy.Entry) []byte {
 	if p.keyPrefix == nil {
 		return AppendRuleKey(dst, p.Domain, p.Rule, entries)

@@ -1,8 +1,9 @@
 package simulate
 
 // legitSet holds the descriptor values of legitimate callers (--legit and the rules' own lists).
-// A denied request whose values hold one counts as a legit denial. The shard workers ask for
-// every denied request, so the common answer, no, is made cheap: most values are ruled out by
+// A would-deny decision (at any stage, shadow included) whose request's values hold one counts
+// as a legit denial. The shard workers ask for every one, so the common answer, no, is made
+// cheap: most values are ruled out by
 // their length, and a few legit values are compared one by one rather than hashed for the map.
 // Add the values, then seal the set before asking.
 type legitSet struct {

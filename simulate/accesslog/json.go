@@ -8,15 +8,16 @@ import (
 )
 
 // jsonParser reads one JSON object per line without reflection: it walks the object, decodes
-// only the values whose keys it maps and skips the rest. Nested objects are entered only when a
-// mapped key is a dotted path into them.
+// only the values whose keys it maps and skips the rest. Nested objects are skipped whole,
+// unless a mapped key is a dotted path: then every nested object is walked, and the fast path
+// is off for every line.
 type jsonParser struct {
 	keys *keyIndex // shared by a reader's parsers, read only
 	// nested records whether any mapped key is dotted, so plain logs skip objects quickly.
 	nested bool
 	ranks  fieldRanks // the current line's (target.set)
 	// predicted[i] is the entry of the i-th top-level key of the last line that had one
-	// there, if it was found exactly, or if it has no target its entry in unknown (key).
+	// there, if it was found exactly, or if it has no target its entry in unknown (find).
 	// Either is plain, so its quoted form is set (predictedAt).
 	predicted []*keyTarget
 	unknown   map[string]*keyTarget // entries of plain top-level keys without a target
@@ -436,9 +437,10 @@ func (p *jsonParser) predictedAt(sc *jsonScan, prefix string, pos int) *keyTarge
 
 // key parses the key at sc.i, the pos-th of the object at prefix, and returns its dotted path
 // and its target, nil if it has none. The lines of a log have their keys in the same order, so
-// a top-level key is first compared with the one the last line had at its place that was
-// found exactly, or that has no target (p.predicted): when the line has it, quoted, it needs
-// neither scanning nor looking up.
+// a top-level key is first compared with the one the last line had at its place (p.predicted):
+// when the line has it, quoted, it needs neither scanning nor looking up. predictedAt takes
+// the compact case, the key followed by its colon; this takes a key with white space around
+// it.
 func (p *jsonParser) key(sc *jsonScan, prefix string, pos int) (string, *target, error) {
 	top := prefix == "" && pos < maxPredicted
 	if top && pos < len(p.predicted) {

@@ -1,6 +1,7 @@
 package accesslog
 
-// JSON strings: the scan that finds their ends, eight bytes at a time, and their escapes.
+// JSON strings: the scan that finds their ends, a block of 8, 16 or 32 bytes at a time, and
+// their escapes.
 
 import (
 	"math/bits"
