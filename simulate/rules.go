@@ -60,7 +60,7 @@ func newDomainSim(d *policy.Domain) (*domainSim, error) {
 		for _, k := range keys {
 			i, ok := index[k]
 			if !ok {
-				return nil, fmt.Errorf("domain %s: rule %s: no source for descriptor key %q", d.Name, r.Name, k)
+				return nil, fmt.Errorf("rule %s: no source for descriptor key %q", ruleWhere(d.Name, r), k)
 			}
 			shape = append(shape, i)
 		}
@@ -95,7 +95,7 @@ func (ds *domainSim) selectByClass() {
 func newRuleSim(domain string, r *policy.Rule) (*ruleSim, error) {
 	plan, err := engine.PlanRule(domain, r)
 	if err != nil {
-		return nil, fmt.Errorf("domain %s: rule %s: %w", domain, r.Name, err)
+		return nil, fmt.Errorf("rule %s: %w", ruleWhere(domain, r), err)
 	}
 	prefix := engine.AppendKey(nil, domain, r.Name)
 	return &ruleSim{plan: plan, rule: r, depth: len(r.Match), name: domain + "/" + r.Name,

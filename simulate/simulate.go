@@ -201,7 +201,7 @@ func (s *Simulator) checkLeases() error {
 		lc := rs.plan.Lease
 		lc.Store, lc.Clock, lc.SingleGoroutine = engine.NewSingleGoroutineMemory(clock), clock, true
 		if _, err := engine.NewLeaseManager(lc); err != nil {
-			return fmt.Errorf("rule %s: %w", rs.name, err)
+			return fmt.Errorf("rule %s: %w", ruleWhere(rs.plan.Domain, rs.rule), err)
 		}
 	}
 	return nil
@@ -247,8 +247,8 @@ func (s *Simulator) sequence(p *prepared, rec *accesslog.Record) error {
 	p.n = s.requests
 	g := s.assign.pick(s, rec)
 	if g < 0 {
-		return fmt.Errorf("--assign %s: more than %d distinct values, the next at %s:%d; field: wants a field with a few values, one per gateway (hash: spreads any field over --gateways)",
-			s.cfg.Assign, MaxGateways, rec.File, rec.Line)
+		return fmt.Errorf("--assign %s: more than %d distinct values (the next at %s:%d); field:NAME wants one value per gateway: use hash:%s to spread this field over --gateways",
+			s.cfg.Assign, MaxGateways, rec.File, rec.Line, s.cfg.Assign.Field)
 	}
 	p.g = g
 	return nil
@@ -364,6 +364,15 @@ func domainWhere(d *policy.Domain) string {
 		return d.Name + " (" + pos + ")"
 	}
 	return d.Name
+}
+
+// ruleWhere names rule r of domain for an error about the policy: domain/rule, and where the
+// rule is written when that is known.
+func ruleWhere(domain string, r *policy.Rule) string {
+	if pos := r.Pos.String(); pos != "" {
+		return domain + "/" + r.Name + " (" + pos + ")"
+	}
+	return domain + "/" + r.Name
 }
 
 // maxDomains and maxShapes bound the domains a replay runs and the descriptor shapes (distinct

@@ -260,9 +260,13 @@ func TestThresholds(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"nonsense", "happiness>1", "would_deny>lots", "denied>NaN", "deny_rate<Inf%", "would_deny>-inf"} {
-		if _, err := ParseThreshold(bad); err == nil {
-			t.Errorf("ParseThreshold(%q): got nil error", bad)
+		if _, err := ParseThreshold(bad); err == nil || !strings.HasPrefix(err.Error(), "--fail-if ") {
+			t.Errorf("ParseThreshold(%q): got %v, want an error naming --fail-if", bad, err)
 		}
+	}
+	// The value is quoted as written, its % too.
+	if _, err := ParseThreshold("deny_rate>abc%"); err == nil || !strings.Contains(err.Error(), `value "abc%" is not`) {
+		t.Errorf(`ParseThreshold("deny_rate>abc%%"): got %v, want the value quoted as written`, err)
 	}
 }
 
@@ -426,7 +430,7 @@ func TestAssignFieldBound(t *testing.T) {
 			t.Fatalf("record %d: %v", i, err)
 		}
 	}
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d distinct values, the next at r.log:%d", MaxGateways, MaxGateways+1)) {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d distinct values (the next at r.log:%d); field:NAME wants one value per gateway: use hash:x-request-id", MaxGateways, MaxGateways+1)) {
 		t.Errorf("record %d: got %v, want the bound named", MaxGateways, err)
 	}
 }
@@ -503,5 +507,19 @@ func TestShardBucketFollowsTime(t *testing.T) {
 		if got, w := sh.bucket(), want(); got != w {
 			t.Errorf("step %d, %d µs in, %d ms buckets: bucket %d, want %d", i, sh.nowUs-s.startMs*1000, sh.bucketMs, got, w)
 		}
+	}
+}
+
+// A rule the replay cannot build is named with where it is written, as a domain is.
+func TestRuleErrorsSayWhere(t *testing.T) {
+	r := &policy.Rule{Name: "orders", Pos: policy.Pos{File: "p/edge.cue", Line: 12, Col: 3},
+		Match: []policy.Match{{Key: "tenant", Kind: policy.MatchAny}}}
+	d := &policy.Domain{Name: "edge", Rules: []*policy.Rule{r}}
+	_, err := newDomainSim(d)
+	if err == nil || err.Error() != `rule edge/orders (p/edge.cue:12:3): no source for descriptor key "tenant"` {
+		t.Errorf("newDomainSim: got %v, want the rule and its place named", err)
+	}
+	if got := ruleWhere("edge", &policy.Rule{Name: "orders"}); got != "edge/orders" {
+		t.Errorf("ruleWhere without a position: got %q", got)
 	}
 }

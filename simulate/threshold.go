@@ -62,19 +62,19 @@ func ParseThreshold(s string) (Threshold, error) {
 		}
 		metric, val := expr[:i], expr[i+len(op):]
 		if _, ok := Metrics[metric]; !ok {
-			return Threshold{}, fmt.Errorf("fail-if %q: unknown metric %q (want one of %s)", s, metric, strings.Join(MetricNames(), ", "))
+			return Threshold{}, fmt.Errorf("--fail-if %q: unknown metric %q (want one of %s)", s, metric, strings.Join(MetricNames(), ", "))
 		}
-		scale := 1.0
+		num, scale := val, 1.0
 		if strings.HasSuffix(val, "%") {
-			val, scale = val[:len(val)-1], 0.01
+			num, scale = val[:len(val)-1], 0.01
 		}
-		v, err := strconv.ParseFloat(val, 64)
+		v, err := strconv.ParseFloat(num, 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return Threshold{}, fmt.Errorf("fail-if %q: value %q is not a finite number", s, val)
+			return Threshold{}, fmt.Errorf("--fail-if %q: value %q is not a finite number", s, val)
 		}
 		return Threshold{Expr: s, Metric: metric, Op: op, Value: v * scale}, nil
 	}
-	return Threshold{}, fmt.Errorf("fail-if %q: want METRIC OP VALUE, such as false_positive_rate>0.5%%", s)
+	return Threshold{}, fmt.Errorf("--fail-if %q: want METRIC OP VALUE, such as false_positive_rate>0.5%%", s)
 }
 
 // Evaluate tests the thresholds against r, records them in r.Thresholds and sets r.Failed when

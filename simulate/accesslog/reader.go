@@ -34,7 +34,7 @@ func ParseFormat(s string) (Format, error) {
 	case FormatAuto, FormatEnvoyJSON, FormatEnvoyText, FormatJSONL, FormatCSV:
 		return f, nil
 	}
-	return "", fmt.Errorf("log format %q: want envoy-json, envoy-text, jsonl or csv", s)
+	return "", fmt.Errorf("--log-format %q: want envoy-json, envoy-text, jsonl or csv", s)
 }
 
 // Options configure a Reader.
