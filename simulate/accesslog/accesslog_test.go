@@ -377,14 +377,22 @@ func TestParseMapping(t *testing.T) {
 	if want := (Mapping{"x-tenant-id": "tenant", "start_time": "ts"}); !reflect.DeepEqual(m, want) {
 		t.Errorf("got %v, want %v", m, want)
 	}
-	for _, bad := range []string{"nokey", "=x", "client_ip=ip"} {
-		if _, err := ParseMapping([]string{bad}); err == nil {
-			t.Errorf("ParseMapping(%q): got nil error, want one", bad)
+	// Names are taken in any case, as headers are: CLIENT_IP is client_ip, refused too.
+	for _, bad := range []string{"nokey", "=x", "client_ip=ip", "CLIENT_IP=ip"} {
+		if _, err := ParseMapping([]string{bad}); err == nil || !strings.HasPrefix(err.Error(), "--field ") {
+			t.Errorf("ParseMapping(%q): got %v, want an error naming --field", bad, err)
 		}
+	}
+	if m, err := ParseMapping([]string{"X-Tenant-Id=tenant"}); err != nil || m["x-tenant-id"] != "tenant" {
+		t.Errorf("a name in capitals: got %v, %v; want x-tenant-id=tenant", m, err)
 	}
 	// One key feeds one field: a second name for it would stay empty in every record.
 	if _, err := ParseMapping([]string{"x-org=tenant", "x-tenant-id=tenant"}); err == nil || !strings.Contains(err.Error(), "already mapped") {
 		t.Errorf("a key mapped twice: got %v, want an error", err)
+	}
+	// One name is fed by one key: the first would be dropped without a word.
+	if _, err := ParseMapping([]string{"x-tenant-id=a", "X-Tenant-Id=b"}); err == nil || !strings.Contains(err.Error(), `x-tenant-id is already mapped to key "a"`) {
+		t.Errorf("a name mapped twice: got %v, want an error", err)
 	}
 }
 

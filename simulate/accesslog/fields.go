@@ -96,20 +96,24 @@ func ParseMapping(specs []string) (Mapping, error) {
 	m := Mapping{}
 	for _, s := range specs {
 		name, key, ok := strings.Cut(s, "=")
-		name, key = strings.TrimSpace(name), strings.TrimSpace(key)
+		name, key = strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(key)
 		if !ok || name == "" || key == "" {
-			return nil, fmt.Errorf("field %q: want NAME=KEY", s)
+			return nil, fmt.Errorf("--field %q: want NAME=KEY", s)
 		}
 		if fieldByName[name] == fieldClientIP {
-			return nil, fmt.Errorf("field %q: client_ip is derived; map downstream_remote_address or x_forwarded_for", s)
+			return nil, fmt.Errorf("--field %q: client_ip is derived; map downstream_remote_address or x_forwarded_for", s)
+		}
+		if k, ok := m[name]; ok {
+			// One name is fed by one key: the first mapping would be dropped without a word.
+			return nil, fmt.Errorf("--field %q: %s is already mapped to key %q", s, name, k)
 		}
 		for other, k := range m {
 			if k == key {
 				// One key feeds one field: the other would stay empty in every record.
-				return nil, fmt.Errorf("field %q: key %q is already mapped to %s", s, key, other)
+				return nil, fmt.Errorf("--field %q: key %q is already mapped to %s", s, key, other)
 			}
 		}
-		m[strings.ToLower(name)] = key
+		m[name] = key
 	}
 	return m, nil
 }
