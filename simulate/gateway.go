@@ -162,15 +162,16 @@ type Assignment struct {
 	Field string
 }
 
-// ParseAssignment reads a --assign value: round-robin, hash:FIELD or field:FIELD.
+// ParseAssignment reads a --assign value: round-robin, hash:FIELD or field:FIELD. FIELD is a
+// well-known field or a request header, in any case (a record holds both in lower case).
 func ParseAssignment(s string) (Assignment, error) {
 	switch {
 	case s == "" || s == "round-robin":
 		return Assignment{Kind: "round-robin"}, nil
 	case strings.HasPrefix(s, "hash:") && len(s) > 5:
-		return Assignment{Kind: "hash", Field: s[5:]}, nil
+		return Assignment{Kind: "hash", Field: strings.ToLower(s[5:])}, nil
 	case strings.HasPrefix(s, "field:") && len(s) > 6:
-		return Assignment{Kind: "field", Field: s[6:]}, nil
+		return Assignment{Kind: "field", Field: strings.ToLower(s[6:])}, nil
 	}
 	return Assignment{}, fmt.Errorf("--assign %q: want round-robin, hash:FIELD or field:FIELD", s)
 }

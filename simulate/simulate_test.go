@@ -224,7 +224,8 @@ func TestParsers(t *testing.T) {
 			t.Fatalf("draw: got %dµs, want in [1000, 2000]", d)
 		}
 	}
-	for s, want := range map[string]string{"": "round-robin", "hash:x_forwarded_for": "hash:x_forwarded_for", "field:hostname": "field:hostname"} {
+	for s, want := range map[string]string{"": "round-robin", "hash:x_forwarded_for": "hash:x_forwarded_for", "field:hostname": "field:hostname",
+		"field:X-Tenant-Id": "field:x-tenant-id", "hash:Start_Time": "hash:start_time"} {
 		a, err := ParseAssignment(s)
 		if err != nil || a.String() != want {
 			t.Errorf("ParseAssignment(%q): got %v, %v; want %s", s, a, err, want)
