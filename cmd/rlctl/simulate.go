@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"strconv"
@@ -105,7 +106,7 @@ func newSimulateCmd() *cobra.Command {
 			case len(sf.journals) > 0 && len(sf.logs) > 0:
 				return usageErrorf("simulate: --journal and --log replay different things: give one")
 			case len(sf.journals) == 0 && len(sf.logs) == 0:
-				return usageErrorf("simulate: no --log or --journal given")
+				return usageErrorf("simulate: no --log given")
 			}
 			if len(sf.journals) > 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), simulateJournalDeprecated)
@@ -306,13 +307,21 @@ func topN(top int) int {
 	return top
 }
 
-func readLegit(path string) ([]string, error) {
+func readLegit(path string) (vals []string, err error) {
+	defer func() {
+		// "--legit FILE: no such file or directory", not the system call's "open FILE: ...".
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if err != nil {
+			err = fmt.Errorf("--legit %s: %w", path, err)
+		}
+	}()
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var vals []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// Whole-line comments only: a value may hold a '#'. A byte order mark is not part of
