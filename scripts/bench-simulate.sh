@@ -10,7 +10,8 @@
 #   RUNS=5         runs of each measurement
 #   LINES=1000000  lines of each generated log
 #   KEEP=1         generate the logs into out/bench/ and keep them; without it they go to a
-#                  temporary directory, unless out/bench/ already holds them
+#                  temporary directory, unless out/bench/ already holds both plain logs: then
+#                  they are read there, and their gzip copies are made there when missing
 #
 # The logs are seed 1 with 4 gateways (about 0.65 GB envoy-json, 1.06 GB istio-json for a million
 # lines); each gzip copy is gzip -6 of the plain file. simulate runs with its defaults (4 virtual

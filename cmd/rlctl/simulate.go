@@ -47,8 +47,8 @@ Inputs (--log, repeatable; "-" is stdin; gzip is detected):
   csv         with a header row; map columns with --field NAME=COLUMN.
 A --field KEY for which no record has a value is warned about (the field would be empty in
 every record); one KEY feeds one NAME; --field is refused with --log-format envoy-text.
-The format is detected from the first byte when --log-format is not given. Every record needs
-a timestamp. Bad lines are counted, the first few reported with their line numbers, and
+Without --log-format the format is detected from the first byte that is not white space: '{'
+is JSON, '[' Envoy's text format, anything else CSV. Every record needs a timestamp. Bad lines are counted, the first few reported with their line numbers, and
 skipped; more than --max-bad fails the run, and so do logs without any record. Several logs
 (one per gateway, say) are merged by time; a record logged before an earlier one of its own
 log is replayed at the later time and counted as reordered. The client address is the
@@ -130,7 +130,7 @@ func newSimulateCmd() *cobra.Command {
 	f.StringArrayVar(&sf.logs, "log", nil, `access log to replay (repeatable; "-" is stdin; gzip is detected)`)
 	f.StringVar(&sf.logFormat, "log-format", "", "envoy-json, envoy-text, jsonl or csv (default: detected)")
 	f.StringArrayVar(&sf.fields, "field", nil, "map a log key onto a field or header: NAME=KEY (repeatable)")
-	f.IntVar(&sf.gateways, "gateways", 4, "virtual gateways, each with its own lease manager")
+	f.IntVar(&sf.gateways, "gateways", 4, "virtual gateways, each with its own lease manager (--assign field: makes one per value instead)")
 	f.StringVar(&sf.assign, "assign", "round-robin", "gateway assignment: round-robin, hash:FIELD or field:FIELD")
 	f.StringVar(&sf.latency, "store-latency", "1ms", "store reply latency: a duration or uniform:LO-HI")
 	f.Uint64Var(&sf.seed, "seed", 1, "seed for latency draws")

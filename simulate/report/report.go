@@ -27,7 +27,6 @@
 //	    "matched": 950000,                // requests that matched at least one rule
 //	    "requests_would_deny": 1100,      // requests some rule would deny (any stage)
 //	    "requests_denied": 700,           // requests some rule would reject given its stage
-//	    "deny_rate": 0.0011,              // requests_would_deny / requests
 //	    "requests_with_user": 990000,     // requests with a JWT subject or TLS fingerprint
 //	    // The rest sum the rules' decisions: a request that two rules would deny counts twice.
 //	    "decisions": 2400000,             // the rules' requests
@@ -36,7 +35,8 @@
 //	    "ideal_deny": 1150,               // an ideal single global bucket (no leasing) said over
 //	    "over_admission": 10, "under_admission": 60,
 //	    "false_positives": 40, "false_positive_rate": 0.0333,
-//	    "legit_denials": 30, "nat_collateral": 10
+//	    "legit_denials": 30, "nat_collateral": 10,
+//	    "deny_rate": 0.0011               // requests_would_deny / requests
 //	  },
 //	  "rules": [{
 //	    "domain":"edge", "rule":"per-tenant", "stage":"enforce", "pos":"policies/edge.cue:12:3",
