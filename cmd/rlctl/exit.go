@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Exit codes are public API: CI systems branch on them. Never renumber one.
@@ -40,6 +41,20 @@ func findings() error { return &exitError{code: ExitFindings} }
 // usageErrorf returns a usage or tool error.
 func usageErrorf(format string, args ...any) error {
 	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// settingErrors is a usage error that reports every bad setting of command at once, a line
+// each ("rlctl: simulate: --top -1: ..."), or nil when errs is empty.
+func settingErrors(command string, errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	// Main prefixes the message with "rlctl: "; every line gets the prefix.
+	lines := make([]string, len(errs))
+	for i, err := range errs {
+		lines[i] = command + ": " + err.Error()
+	}
+	return usageErrorf("%s", strings.Join(lines, "\nrlctl: "))
 }
 
 // exitCode maps an error returned by a command onto the process exit code.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -123,13 +122,5 @@ func checkServeXDS(c controlplane.Config, args []string) error {
 			errs = append(errs, fmt.Errorf("--%s %v: must be above 0", d.flag, d.v))
 		}
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	// Main prefixes the message with "rlctl: "; every line gets the prefix.
-	lines := make([]string, len(errs))
-	for i, err := range errs {
-		lines[i] = "serve-xds: " + err.Error()
-	}
-	return usageErrorf("%s", strings.Join(lines, "\nrlctl: "))
+	return settingErrors("serve-xds", errs)
 }

@@ -151,48 +151,49 @@ func newSimulateCmd() *cobra.Command {
 	return cmd
 }
 
-// parseLogSettings parses the log replay's flag values; errors are usage errors.
+// parseLogSettings parses the log replay's flag values. Every bad one is reported at once, as
+// a usage error.
 func (sf *simulateFlags) parseLogSettings() (logSettings, error) {
 	var ls logSettings
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	var err error
-	if ls.format, err = accesslog.ParseFormat(sf.logFormat); err != nil {
-		return ls, usageErrorf("simulate: %w", err)
-	}
-	if ls.mapping, err = accesslog.ParseMapping(sf.fields); err != nil {
-		return ls, usageErrorf("simulate: %w", err)
-	}
-	if ls.assign, err = simulate.ParseAssignment(sf.assign); err != nil {
-		return ls, usageErrorf("simulate: %w", err)
-	}
-	if ls.latency, err = simulate.ParseLatency(sf.latency, sf.seed); err != nil {
-		return ls, usageErrorf("simulate: %w", err)
-	}
+	ls.format, err = accesslog.ParseFormat(sf.logFormat)
+	check(err)
+	ls.mapping, err = accesslog.ParseMapping(sf.fields)
+	check(err)
+	ls.assign, err = simulate.ParseAssignment(sf.assign)
+	check(err)
+	ls.latency, err = simulate.ParseLatency(sf.latency, sf.seed)
+	check(err)
 	for _, f := range sf.failIf {
 		for _, e := range strings.Split(f, ",") {
 			th, err := simulate.ParseThreshold(e)
-			if err != nil {
-				return ls, usageErrorf("simulate: %w", err)
-			}
+			check(err)
 			ls.thresholds = append(ls.thresholds, th)
 		}
 	}
 	if sf.top < 0 {
-		return ls, usageErrorf("simulate: --top %d: want 0 (none) or more", sf.top)
+		check(fmt.Errorf("--top %d: want 0 (none) or more", sf.top))
 	}
 	if sf.natUsers < 1 {
-		return ls, usageErrorf("simulate: --nat-users %d: want at least 1", sf.natUsers)
+		check(fmt.Errorf("--nat-users %d: want at least 1", sf.natUsers))
 	}
 	if sf.gateways < 1 || sf.gateways > simulate.MaxGateways {
-		return ls, usageErrorf("simulate: --gateways %d: want 1 to %d", sf.gateways, simulate.MaxGateways)
+		check(fmt.Errorf("--gateways %d: want 1 to %d", sf.gateways, simulate.MaxGateways))
 	}
-	return ls, nil
+	if len(sf.journals) == 0 && !validOutput(sf.output) { // rlctl replay checks its own
+		check(fmt.Errorf("-o %q: want table, json, markdown or html", sf.output))
+	}
+	return ls, settingErrors("simulate", errs)
 }
 
 // replayLogs runs simulate's access log mode.
 func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
-	if !validOutput(sf.output) {
-		return usageErrorf("simulate: -o %q: want table, json, markdown or html", sf.output)
-	}
 	var legit []string
 	if sf.legitFile != "" {
 		var err error
@@ -375,10 +376,18 @@ func openLogs(paths []string, stdin io.Reader) ([]simulate.Input, int64, func(),
 		f, err := os.Open(p)
 		if err != nil {
 			closeAll()
-			return nil, 0, nil, err
+			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+				err = pe.Err // "--log FILE: no such file or directory", not "open FILE: ..."
+			}
+			return nil, 0, nil, fmt.Errorf("--log %s: %w", p, err)
 		}
 		files = append(files, f)
-		if st, err := f.Stat(); err == nil && total >= 0 {
+		st, err := f.Stat()
+		if err == nil && st.IsDir() {
+			closeAll()
+			return nil, 0, nil, fmt.Errorf("--log %s: is a directory", p)
+		}
+		if err == nil && total >= 0 {
 			total += st.Size()
 		}
 		inputs = append(inputs, simulate.Input{Name: p, R: countingReader{f, &readBytes}})
