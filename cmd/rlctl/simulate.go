@@ -63,7 +63,9 @@ users (JWT subjects or TLS fingerprints) were seen.
 --fail-if METRIC OP VALUE (repeatable) exits 1 when crossed. OP is one of > >= < <= == !=;
 VALUE may end in %. Metrics: ` + "{{metrics}}" + `.
 Each crossed threshold is also named on stderr, whatever the format and wherever the report
-goes ("rlctl simulate: threshold crossed: false_positive_rate 0.47% > 0.3%").
+goes ("rlctl simulate: threshold crossed: false_positive_rate 0.47% > 0.3%"). The report's
+warnings (records without the --assign field, an unseen --field key, a memory bound reached)
+go to stderr too when the report is JSON or goes to a file.
 Without --fail-if nothing is checked: every format says "no thresholds set" (JSON "verdict":
 "no_thresholds"), not that the run passed.
 
@@ -240,6 +242,13 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 	simulate.Evaluate(r, ls.thresholds)
 	if err := writeReport(cmd, sf.out, func(w io.Writer) error { return report.Write(w, r, sf.output) }); err != nil {
 		return err
+	}
+	// A JSON report holds the warnings' figures but not their words, and a report in a file
+	// is not in the terminal: the warnings go to stderr too, as the crossed thresholds do.
+	if sf.output == "json" || (sf.out != "" && sf.out != "-") {
+		for _, w := range report.Warnings(r) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "rlctl simulate: warning: %s\n", w)
+		}
 	}
 	// The report may be in a file or in a format nobody reads in a CI log: say on stderr why
 	// the run fails.
