@@ -234,7 +234,11 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 		// Thresholds would hold vacuously: a wrong path or an empty rotation must not pass CI.
 		if len(r.BadLineSamples) > 0 {
 			b := r.BadLineSamples[0]
-			return usageErrorf("simulate: the logs hold no records to replay (%d bad lines; the first, %s:%d: %s)", r.BadLines, b.File, b.Line, b.Error)
+			hint := ""
+			if _, mapped := ls.mapping["start_time"]; !mapped && strings.HasPrefix(b.Error, "no timestamp (") {
+				hint = "; if the time is under another key, map it with --field start_time=KEY"
+			}
+			return usageErrorf("simulate: the logs hold no records to replay (%d bad lines; the first, %s:%d: %s)%s", r.BadLines, b.File, b.Line, b.Error, hint)
 		}
 		return usageErrorf("simulate: the logs hold no records to replay (%d bad lines)", r.BadLines)
 	}
