@@ -390,9 +390,17 @@ func TestParseMapping(t *testing.T) {
 	if _, err := ParseMapping([]string{"x-org=tenant", "x-tenant-id=tenant"}); err == nil || !strings.Contains(err.Error(), "already mapped") {
 		t.Errorf("a key mapped twice: got %v, want an error", err)
 	}
-	// One name is fed by one key: the first would be dropped without a word.
+	// One name is fed by one key: the first would be dropped without a word. The same
+	// mapping twice is one.
 	if _, err := ParseMapping([]string{"x-tenant-id=a", "X-Tenant-Id=b"}); err == nil || !strings.Contains(err.Error(), `x-tenant-id is already mapped to key "a"`) {
 		t.Errorf("a name mapped twice: got %v, want an error", err)
+	}
+	if m, err := ParseMapping([]string{"x-tenant-id=a", "X-Tenant-Id=a"}); err != nil || len(m) != 1 {
+		t.Errorf("one mapping twice: got %v, %v; want it once", m, err)
+	}
+	// Every bad value is reported, not only the first.
+	if _, err := ParseMapping([]string{"nokey", "client_ip=ip"}); err == nil || !strings.Contains(err.Error(), `"nokey"`) || !strings.Contains(err.Error(), `"client_ip=ip"`) {
+		t.Errorf("two bad values: got %v, want both named", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -91,31 +92,50 @@ func FieldNames() []string {
 // ("request.headers.x-tenant-id"). Names that are not well-known fields are header names.
 type Mapping map[string]string
 
-// ParseMapping parses --field values of the form NAME=KEY.
+// ParseMapping parses --field values of the form NAME=KEY, NAME in any case. A mapping given
+// twice counts once. Every bad value is reported, joined (errors.Join).
 func ParseMapping(specs []string) (Mapping, error) {
 	m := Mapping{}
+	var errs []error
 	for _, s := range specs {
 		name, key, ok := strings.Cut(s, "=")
 		name, key = strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(key)
 		if !ok || name == "" || key == "" {
-			return nil, fmt.Errorf("--field %q: want NAME=KEY", s)
+			errs = append(errs, fmt.Errorf("--field %q: want NAME=KEY", s))
+			continue
 		}
 		if fieldByName[name] == fieldClientIP {
-			return nil, fmt.Errorf("--field %q: client_ip is derived; map downstream_remote_address or x_forwarded_for", s)
+			errs = append(errs, fmt.Errorf("--field %q: client_ip is derived; map downstream_remote_address or x_forwarded_for", s))
+			continue
 		}
 		if k, ok := m[name]; ok {
-			// One name is fed by one key: the first mapping would be dropped without a word.
-			return nil, fmt.Errorf("--field %q: %s is already mapped to key %q", s, name, k)
-		}
-		for other, k := range m {
-			if k == key {
-				// One key feeds one field: the other would stay empty in every record.
-				return nil, fmt.Errorf("--field %q: key %q is already mapped to %s", s, key, other)
+			if k != key {
+				// One name is fed by one key: the first mapping would be dropped without a word.
+				errs = append(errs, fmt.Errorf("--field %q: %s is already mapped to key %q", s, name, k))
 			}
+			continue
+		}
+		if other, ok := keyOwner(m, key); ok {
+			// One key feeds one field: the other would stay empty in every record.
+			errs = append(errs, fmt.Errorf("--field %q: key %q is already mapped to %s", s, key, other))
+			continue
 		}
 		m[name] = key
 	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	return m, nil
+}
+
+// keyOwner returns the name that m maps key to, if any.
+func keyOwner(m Mapping, key string) (string, bool) {
+	for name, k := range m {
+		if k == key {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // target is where a log key's value goes.
