@@ -70,10 +70,13 @@ func latencyMicros(s, name, part string) (int64, error) {
 	}
 	d, err := time.ParseDuration(part)
 	switch {
+	case part == "" && name != "":
+		// uniform:-1ms-2ms: a negative LO cannot be written, as '-' separates LO from HI.
+		return 0, fmt.Errorf("--store-latency %q: %s is empty (LO and HI are 0 or more)", s, name)
 	case err != nil:
 		return 0, fmt.Errorf("--store-latency %q: want %s", s, what)
 	case d < 0:
-		return 0, fmt.Errorf("--store-latency %q: want %s, not below 0", s, what)
+		return 0, fmt.Errorf("--store-latency %q: %s is below 0", s, strings.TrimSpace(name+" "+part))
 	case d%time.Microsecond != 0:
 		return 0, fmt.Errorf("--store-latency %q: %s is not a whole number of microseconds, which the virtual clock counts", s, strings.TrimSpace(name+" "+part))
 	}
