@@ -204,7 +204,8 @@ func TestParsers(t *testing.T) {
 	// Each error names the flag, and what is wrong with the value.
 	for s, want := range map[string]string{
 		"fast":              `--store-latency "fast": want a duration such as 1ms, or uniform:LO-HI`,
-		"-1ms":              "not below 0",
+		"-1ms":              `"-1ms": -1ms is below 0`,
+		"uniform:-1ms-2ms":  "LO is empty (LO and HI are 0 or more)",
 		"uniform:2ms-1ms":   "HI is below LO",
 		"uniform:1ms":       "want uniform:LO-HI",
 		"uniform:1x-2ms":    "want LO: a duration",
@@ -522,5 +523,25 @@ func TestRuleErrorsSayWhere(t *testing.T) {
 	}
 	if got := ruleWhere("edge", &policy.Rule{Name: "orders"}); got != "edge/orders" {
 		t.Errorf("ruleWhere without a position: got %q", got)
+	}
+}
+
+// The zero Config gets the documented defaults, which its report's settings show.
+func TestConfigDefaults(t *testing.T) {
+	m, err := schema.Load("../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Model: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := report.Settings{Gateways: 1, Assignment: "round-robin", StoreLatency: "0", NATUsers: 20, BucketMs: 1000}
+	if r.Settings != want {
+		t.Errorf("settings %+v, want %+v", r.Settings, want)
 	}
 }
