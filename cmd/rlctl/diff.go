@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -241,44 +242,50 @@ type blastSettings struct {
 	memoryReady func()
 }
 
-// parseBlast checks the --log flags; nil without --log. Errors are usage errors.
+// parseBlast checks the --log flags; nil without --log. Every bad one is reported at once, as
+// a usage error.
 func (df diffFlags) parseBlast(cmd *cobra.Command) (*blastSettings, error) {
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(df.logs) == 0 {
 		for _, name := range []string{"log-format", "field", "gateways", "assign", "legit", "nat-users", "top", "max-bad"} {
 			if cmd.Flags().Changed(name) {
-				return nil, usageErrorf("diff: --%s applies with --log only", name)
+				check(fmt.Errorf("--%s applies with --log only", name))
 			}
 		}
-		return nil, nil
+		return nil, settingErrors("diff", errs)
 	}
 	bs := &blastSettings{df: df}
+	if slices.Contains(df.logs, "-") {
+		check(errors.New("--log -: the log is replayed twice, so it must be a file, not stdin"))
+	}
+	errs = append(errs, checkLogs(df.logs)...)
 	var err error
-	for _, l := range df.logs {
-		if l == "-" {
-			return nil, usageErrorf("diff: --log -: the log is replayed twice, so it must be a file, not stdin")
-		}
+	bs.format, err = accesslog.ParseFormat(df.logFormat)
+	check(err)
+	bs.fields, err = accesslog.ParseMapping(df.fields)
+	check(err)
+	bs.assign, err = simulate.ParseAssignment(df.assign)
+	check(err)
+	if df.top < 0 {
+		check(fmt.Errorf("--top %d: want 0 (none) or more", df.top))
 	}
-	if bs.format, err = accesslog.ParseFormat(df.logFormat); err != nil {
-		return nil, usageErrorf("diff: %w", err)
+	if df.natUsers < 1 {
+		check(fmt.Errorf("--nat-users %d: want at least 1", df.natUsers))
 	}
-	if bs.fields, err = accesslog.ParseMapping(df.fields); err != nil {
-		return nil, usageErrorf("diff: %w", err)
-	}
-	if bs.assign, err = simulate.ParseAssignment(df.assign); err != nil {
-		return nil, usageErrorf("diff: %w", err)
-	}
-	switch {
-	case df.top < 0:
-		return nil, usageErrorf("diff: --top %d: want 0 (none) or more", df.top)
-	case df.natUsers < 1:
-		return nil, usageErrorf("diff: --nat-users %d: want at least 1", df.natUsers)
-	case df.gateways < 1 || df.gateways > simulate.MaxGateways:
-		return nil, usageErrorf("diff: --gateways %d: want 1 to %d", df.gateways, simulate.MaxGateways)
+	if df.gateways < 1 || df.gateways > simulate.MaxGateways {
+		check(fmt.Errorf("--gateways %d: want 1 to %d", df.gateways, simulate.MaxGateways))
 	}
 	if df.legitFile != "" {
-		if bs.legit, err = readLegit(df.legitFile); err != nil {
-			return nil, usageErrorf("diff: %w", err)
-		}
+		bs.legit, err = readLegit(df.legitFile)
+		check(err)
+	}
+	if err := settingErrors("diff", errs); err != nil {
+		return nil, err
 	}
 	return bs, nil
 }
@@ -312,7 +319,7 @@ func (bs *blastSettings) run(cmd *cobra.Command, base, head *policy.Model) (*dif
 	}
 	b, err := diff.BlastRadius(cmd.Context(), base, head, topN(bs.df.top), replay)
 	if err != nil {
-		return nil, usageErrorf("diff: --log: %w", err)
+		return nil, usageErrorf("diff: --log: %w%s", err, noTimestampHint(bs.fields, err.Error()))
 	}
 	return b, nil
 }

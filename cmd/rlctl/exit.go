@@ -44,16 +44,27 @@ func usageErrorf(format string, args ...any) error {
 }
 
 // settingErrors is a usage error that reports every bad setting of command at once, a line
-// each ("rlctl: simulate: --top -1: ..."), or nil when errs is empty.
+// each ("rlctl: simulate: --top -1: ..."), or nil when errs is empty. An error that joins
+// several (errors.Join) gives a line to each.
 func settingErrors(command string, errs []error) error {
-	if len(errs) == 0 {
+	var lines []string
+	var add func(err error)
+	add = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				add(e)
+			}
+			return
+		}
+		lines = append(lines, command+": "+err.Error())
+	}
+	for _, err := range errs {
+		add(err)
+	}
+	if len(lines) == 0 {
 		return nil
 	}
 	// Main prefixes the message with "rlctl: "; every line gets the prefix.
-	lines := make([]string, len(errs))
-	for i, err := range errs {
-		lines[i] = command + ": " + err.Error()
-	}
 	return usageErrorf("%s", strings.Join(lines, "\nrlctl: "))
 }
 

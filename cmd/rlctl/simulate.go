@@ -48,8 +48,9 @@ Inputs (--log, repeatable; "-" is stdin; gzip is detected):
 A --field KEY for which no record has a value is warned about (the field would be empty in
 every record); one KEY feeds one NAME; --field is refused with --log-format envoy-text.
 Without --log-format the format is detected from the first byte that is not white space: '{'
-is JSON, '[' Envoy's text format, anything else CSV. Every record needs a timestamp. Bad lines are counted, the first few reported with their line numbers, and
-skipped; more than --max-bad fails the run, and so do logs without any record. Several logs
+is JSON, '[' Envoy's text format, anything else CSV. Every record needs a timestamp. Bad
+lines are counted, the first few reported with their line numbers, and skipped; more than
+--max-bad fails the run, and so do logs without any record. Several logs
 (one per gateway, say) are merged by time; a record logged before an earlier one of its own
 log is replayed at the later time and counted as reordered. The client address is the
 logged downstream remote address, else the rightmost X-Forwarded-For entry (the one the
@@ -64,8 +65,9 @@ users (JWT subjects or TLS fingerprints) were seen.
 VALUE may end in %. Metrics: ` + "{{metrics}}" + `.
 Each crossed threshold is also named on stderr, whatever the format and wherever the report
 goes ("rlctl simulate: threshold crossed: false_positive_rate 0.47% > 0.3%"). The report's
-warnings (records without the --assign field, an unseen --field key, a memory bound reached)
-go to stderr too when the report is JSON or goes to a file.
+warnings (records without the --assign field, an unseen --field key, records replayed late, a
+memory bound reached, no user to see shared NAT by) go to stderr too when the report is JSON
+or goes to a file.
 Without --fail-if nothing is checked: every format says "no thresholds set" (JSON "verdict":
 "no_thresholds"), not that the run passed.
 
@@ -188,8 +190,11 @@ func (sf *simulateFlags) parseLogSettings() (logSettings, error) {
 	if sf.gateways < 1 || sf.gateways > simulate.MaxGateways {
 		check(fmt.Errorf("--gateways %d: want 1 to %d", sf.gateways, simulate.MaxGateways))
 	}
-	if len(sf.journals) == 0 && !validOutput(sf.output) { // rlctl replay checks its own
-		check(fmt.Errorf("-o %q: want table, json, markdown or html", sf.output))
+	if len(sf.journals) == 0 { // rlctl replay checks its own
+		if !validOutput(sf.output) {
+			check(fmt.Errorf("-o %q: want table, json, markdown or html", sf.output))
+		}
+		errs = append(errs, checkLogs(sf.logs)...)
 	}
 	return ls, settingErrors("simulate", errs)
 }
@@ -228,17 +233,14 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 	}, inputs)
 	stop()
 	if err != nil {
-		return usageErrorf("simulate: %w", err)
+		return usageErrorf("simulate: %w%s", err, noTimestampHint(ls.mapping, err.Error()))
 	}
 	if r.Requests == 0 {
 		// Thresholds would hold vacuously: a wrong path or an empty rotation must not pass CI.
 		if len(r.BadLineSamples) > 0 {
 			b := r.BadLineSamples[0]
-			hint := ""
-			if _, mapped := ls.mapping["start_time"]; !mapped && strings.HasPrefix(b.Error, "no timestamp (") {
-				hint = "; if the time is under another key, map it with --field start_time=KEY"
-			}
-			return usageErrorf("simulate: the logs hold no records to replay (%d bad lines; the first, %s:%d: %s)%s", r.BadLines, b.File, b.Line, b.Error, hint)
+			return usageErrorf("simulate: the logs hold no records to replay (%d bad lines; the first, %s:%d: %s)%s",
+				r.BadLines, b.File, b.Line, b.Error, noTimestampHint(ls.mapping, b.Error))
 		}
 		return usageErrorf("simulate: the logs hold no records to replay (%d bad lines)", r.BadLines)
 	}
@@ -360,6 +362,37 @@ func (c countingReader) Read(p []byte) (int, error) {
 }
 
 var readBytes atomic.Int64
+
+// checkLogs reports each log of paths (but stdin, "-") that cannot be read, before anything is
+// replayed, so that it is reported with the other bad settings: openLogs would find it only
+// once the policies have loaded.
+func checkLogs(paths []string) []error {
+	var errs []error
+	for _, p := range paths {
+		if p == "-" {
+			continue
+		}
+		switch st, err := os.Stat(p); {
+		case err != nil:
+			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+				err = pe.Err
+			}
+			errs = append(errs, fmt.Errorf("--log %s: %w", p, err))
+		case st.IsDir():
+			errs = append(errs, fmt.Errorf("--log %s: is a directory", p))
+		}
+	}
+	return errs
+}
+
+// noTimestampHint is what to add to an error that quotes a bad line without a timestamp
+// (accesslog's "no timestamp (...)") when no --field maps start_time: how to map it.
+func noTimestampHint(mapping accesslog.Mapping, msg string) string {
+	if _, mapped := mapping["start_time"]; mapped || !strings.Contains(msg, "no timestamp (") {
+		return ""
+	}
+	return "; if the time is under another key or column, map it with --field start_time=KEY"
+}
 
 // openLogs opens the logs; total is their size in bytes, or -1 when stdin is among them.
 func openLogs(paths []string, stdin io.Reader) ([]simulate.Input, int64, func(), error) {
