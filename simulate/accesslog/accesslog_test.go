@@ -251,6 +251,13 @@ func TestCSVHeader(t *testing.T) {
 			}
 		})
 	}
+	// A log detected as CSV says so when its header fails: it may be no CSV at all.
+	_, err := NewReader("log", strings.NewReader("not a log\n"), Options{})
+	if want := "log:1: no timestamp column in the header row: want start_time, timestamp, time, ts or @timestamp, " +
+		"or map one with --field start_time=COLUMN (columns: not a log); read as CSV, as its first byte is " +
+		"neither '{' nor '[' (give --log-format if it is not CSV)"; err == nil || err.Error() != want {
+		t.Errorf("a detected CSV log: got error %v, want %q", err, want)
+	}
 }
 
 // TestHeaderCase checks that request headers match their log keys in any case, and that

@@ -175,6 +175,10 @@ func NewReader(name string, r io.Reader, opts Options) (_ *Reader, err error) {
 	case FormatCSV:
 		c := &csvState{keys: keys}
 		if err := rd.readCSVHeader(c, opts.Mapping); err != nil {
+			if opts.Format == FormatAuto {
+				// A log in none of the formats (or not a log) is read as CSV: say so.
+				err = fmt.Errorf("%w; read as CSV, as its first byte is neither '{' nor '[' (give --log-format if it is not CSV)", err)
+			}
 			return nil, err
 		}
 		rd.seenAll = true // readCSVHeader found every mapped column
