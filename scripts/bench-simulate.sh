@@ -16,9 +16,7 @@
 # The logs are seed 1 with 4 gateways (about 0.65 GB envoy-json, 1.06 GB istio-json for a million
 # lines); each gzip copy is gzip -6 of the plain file. simulate runs with its defaults (4 virtual
 # gateways, 1 ms store latency) and -o json; its report goes to a file in the temporary directory
-# and its request count is checked against the log's line count. The report is not written to
-# /dev/null with --out: --out replaces its target atomically by a rename, which as root would put
-# a regular file in place of /dev/null.
+# and its request count is checked against the log's line count.
 #
 # On Linux it also prints the machine's own speed before and after the runs (scripts/machinespeed:
 # a core's step, a memory read that misses the caches, first-touched memory), which moves from

@@ -1,5 +1,7 @@
 // Package atomicfile owns rlctl's one way of writing an output file (the --out of every command):
-// atomically, so a reader sees the old file or the whole new one and never a part.
+// atomically, so a reader sees the old file or the whole new one and never a part. What is not a
+// regular file (a device such as /dev/null, a named pipe) is written to as it is, and a symbolic
+// link stays one: its target is what is replaced.
 package atomicfile
 
 import (
@@ -22,9 +24,11 @@ func (e *Error) Error() string { return e.Path + ": " + e.Err.Error() }
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Write calls write with a temporary file in path's directory and, when it returns nil, renames
-// the file over path with mode 0644. A path that names a directory fails before anything is
-// written. Every error is an *Error.
+// Write calls write with a temporary file in the directory of the file path names and, when it
+// returns nil, renames the file over it, keeping the mode of a file it replaces (0644 for a new
+// one). path may be a symbolic link, whose target is replaced. A path that names a device, a
+// named pipe or a socket is opened and written as it is, as it cannot be replaced; one that
+// names a directory fails before anything is written. Every error is an *Error.
 func Write(path string, write func(io.Writer) error) (err error) {
 	fail := func(err error) error {
 		var pe *fs.PathError
@@ -33,11 +37,19 @@ func Write(path string, write func(io.Writer) error) (err error) {
 		}
 		return &Error{Path: path, Err: err}
 	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+	target := resolve(path)
+	mode := fs.FileMode(0o644)
+	switch fi, err := os.Stat(target); {
+	case err != nil: // a new file
+	case fi.IsDir():
 		return &Error{Path: path, Err: errors.New("is a directory")}
+	case !fi.Mode().IsRegular():
+		return writeInPlace(target, write, fail)
+	default:
+		mode = fi.Mode().Perm()
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	dir := filepath.Dir(target)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".tmp*")
 	if err != nil {
 		return fail(fmt.Errorf("cannot create a file in %s: %w", dir, unwrapPath(err)))
 	}
@@ -50,13 +62,49 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err := write(tmp); err != nil {
 		return fail(err)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
+	if err := tmp.Chmod(mode); err != nil {
 		return fail(err)
 	}
 	if err := tmp.Close(); err != nil {
 		return fail(err)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// resolve returns the file that path names once its symbolic links are followed, which need
+// not exist yet (a link to a file to be made); path itself when it is no link.
+func resolve(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	// A link whose target does not exist yet: follow it one link at a time.
+	for range 40 { // as the kernel gives up on a loop
+		to, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(path), to)
+		}
+		path = to
+	}
+	return path
+}
+
+// writeInPlace writes to target, which is no regular file (a device, a named pipe), as it is.
+func writeInPlace(target string, write func(io.Writer) error, fail func(error) error) error {
+	f, err := os.OpenFile(target, os.O_WRONLY, 0)
+	if err != nil {
+		return fail(err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
 		return fail(err)
 	}
 	return nil

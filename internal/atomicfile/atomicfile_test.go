@@ -68,3 +68,51 @@ func TestWriteErrors(t *testing.T) {
 		t.Errorf("got %s left in the directory, want nothing", e.Name())
 	}
 }
+
+// A file replaced keeps its mode; a symbolic link stays one, and its target is replaced, also
+// when the target does not exist yet.
+func TestWriteKeepsModeAndLinks(t *testing.T) {
+	dir := t.TempDir()
+	put := func(path, content string) {
+		t.Helper()
+		if err := Write(path, func(w io.Writer) error { _, err := io.WriteString(w, content); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	private := filepath.Join(dir, "private.json")
+	if err := os.WriteFile(private, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	put(private, "new")
+	if fi, err := os.Stat(private); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a 0600 file replaced: got mode %v, %v, want 0600", fi.Mode(), err)
+	}
+
+	target := filepath.Join(dir, "target.json")
+	if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink("target.json", link); err != nil {
+		t.Fatal(err)
+	}
+	put(link, "through the link")
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link: got %v, %v, want a symbolic link still", fi.Mode(), err)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "through the link" {
+		t.Errorf("the link's target holds %q, want what was written", got)
+	}
+
+	dangling := filepath.Join(dir, "dangling.json")
+	if err := os.Symlink(filepath.Join(dir, "later.json"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	put(dangling, "made")
+	if got, _ := os.ReadFile(filepath.Join(dir, "later.json")); string(got) != "made" {
+		t.Errorf("a dangling link's target holds %q, want it made", got)
+	}
+	if fi, err := os.Lstat(dangling); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the dangling link: got %v, %v, want a symbolic link still", fi.Mode(), err)
+	}
+}
