@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/internal/atomicfile"
+	"github.com/rlctl/rlctl/simulate"
 	"github.com/rlctl/rlctl/simulate/traffic"
 	"github.com/spf13/cobra"
 )
@@ -52,23 +53,32 @@ func newGenLogsCmd() *cobra.Command {
 		Long:  genLogsLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var errs []error
 			f, err := traffic.ParseFormat(format)
 			if err != nil {
-				return usageErrorf("gen-logs: --%w", err)
+				errs = append(errs, fmt.Errorf("--%w", err))
 			}
 			cfg := traffic.Config{Seed: seed, Lines: lines, Format: f, Gateways: gateways}
 			if lines < 0 {
-				return usageErrorf("gen-logs: --lines %d: must not be negative", lines)
+				errs = append(errs, fmt.Errorf("--lines %d: must not be negative", lines))
 			}
-			if gateways < 1 {
-				return usageErrorf("gen-logs: --gateways %d: want at least 1", gateways)
+			if gateways < 1 || gateways > simulate.MaxGateways {
+				// simulate --assign field:hostname takes at most MaxGateways gateways.
+				errs = append(errs, fmt.Errorf("--gateways %d: want 1 to %d", gateways, simulate.MaxGateways))
 			}
 			if start != "" {
 				t, err := time.Parse(time.RFC3339, start)
-				if err != nil {
-					return usageErrorf("gen-logs: --start %q: want RFC 3339, such as 2024-05-01T12:00:00Z", start)
+				switch {
+				case err != nil:
+					errs = append(errs, fmt.Errorf("--start %q: want RFC 3339, such as 2024-05-01T12:00:00Z", start))
+				case t.Year() < 1970 || t.Year() >= 9000:
+					// simulate reads the years 1970 to 9999, and a log runs on from its start.
+					errs = append(errs, fmt.Errorf("--start %q: want a time from 1970 to 8999", start))
 				}
 				cfg.Start = t
+			}
+			if err := settingErrors("gen-logs", errs); err != nil {
+				return err
 			}
 			if out != "" && out != "-" {
 				gz := strings.HasSuffix(out, ".gz")
@@ -88,9 +98,9 @@ func newGenLogsCmd() *cobra.Command {
 	f.Uint64Var(&seed, "seed", 1, "random seed; the same seed gives the same log")
 	f.IntVar(&lines, "lines", 10000, "number of lines to write")
 	f.StringVar(&format, "format", string(traffic.EnvoyJSON), "log format: envoy-json, envoy-text or istio-json")
-	f.StringVar(&out, "out", "", "write to this file instead of stdout (gzip-compressed when it ends in .gz)")
-	f.StringVar(&start, "start", "", fmt.Sprintf("time of the first request, RFC 3339 (default %s)", traffic.DefaultStart.Format(time.RFC3339)))
-	f.IntVar(&gateways, "gateways", 4, `gateway nodes named in the "hostname" field`)
+	f.StringVar(&out, "out", "", "write to this file instead of stdout, - for stdout (gzip-compressed when it ends in .gz)")
+	f.StringVar(&start, "start", "", fmt.Sprintf("when the log starts, RFC 3339, 1970 to 8999; its first request is logged just after (default %s)", traffic.DefaultStart.Format(time.RFC3339)))
+	f.IntVar(&gateways, "gateways", 4, `gateway nodes named in the "hostname" field, 1 to 1024 (envoy-text logs no hostname)`)
 	return cmd
 }
 
