@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/rlctl/rlctl/journal"
@@ -28,9 +30,10 @@ when given, or when no --snapshot is.
 
 Output (-o): text (default) or json (schema rlctl.journal-replay/v1), to stdout or --out FILE.
 
-Exit codes: 0 every decision replayed exactly, 1 a decision differs, 3 usage or tool error (a
-bad flag, an unreadable journal or policy, a journal written before version 2, a config that
-none of the given policies has).`
+Exit codes: 0 every decision replayed exactly, 1 anything differs (a decision, a store call or
+reply, the tokens returned) or the enforcer dropped records, 3 usage or tool error (a bad flag,
+an unreadable journal or policy, a journal written before version 2, a config that none of the
+given policies has).`
 
 // replayFlags are replay's flags as given.
 type replayFlags struct {
@@ -80,6 +83,10 @@ func replayJournals(cmd *cobra.Command, rf replayFlags) error {
 	var models []*policy.Model
 	if rf.policiesGiven || len(rf.snapshots) == 0 {
 		m, err := schema.Load(rf.policies)
+		if err != nil && !rf.policiesGiven {
+			// The default directory: the user may not know there is one.
+			return usageErrorf("%s: no --snapshot given, and the default --policies %q does not load (%w): give --snapshot FILE or --policies DIR", name, rf.policies, err)
+		}
 		if err != nil {
 			return usageErrorf("%s: loading %s: %w", name, rf.policies, err)
 		}
@@ -96,7 +103,10 @@ func replayJournals(cmd *cobra.Command, rf replayFlags) error {
 	for _, p := range rf.journals {
 		f, err := os.Open(p)
 		if err != nil {
-			return usageErrorf("%s: %w", name, err)
+			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+				err = pe.Err // "--journal FILE: no such file or directory", not "open FILE: ..."
+			}
+			return usageErrorf("%s: --journal %s: %w", name, p, err)
 		}
 		defer f.Close()
 		inputs = append(inputs, journal.Input{Name: p, R: f})
