@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -250,7 +252,8 @@ func (r *replayer) apply(rec *Record) error {
 func (r *replayer) config(rec *Record) error {
 	m := r.models[rec.ConfigVersion]
 	if m == nil {
-		return fmt.Errorf("config %s (generation %d) is none of the given policies", rec.ConfigVersion, rec.Gen)
+		return fmt.Errorf("config %s (generation %d) is none of the given policies (given: %s)",
+			rec.ConfigVersion, rec.Gen, strings.Join(slices.Sorted(maps.Keys(r.models)), ", "))
 	}
 	rc := &replayConfig{rules: map[string]map[string]*replayRule{}}
 	for _, d := range m.Domains {
