@@ -3,7 +3,9 @@
 # reading the same file (wc -l), for both log shapes gen-logs writes with request headers
 # (envoy-json, istio-json), plain and gzip-compressed; then GOMAXPROCS=1 against GOMAXPROCS=2 on
 # the plain envoy-json log. Every measurement runs RUNS times, the cases alternating within each
-# run so that a drift of the machine's speed reaches all of them alike; medians are printed.
+# run so that a drift of the machine's speed reaches all of them alike; medians are printed, and
+# last whether they meet the speed goals (a million lines a second on each plain log, one core to
+# two at least 1.8x).
 #
 # Usage: scripts/bench-simulate.sh                 (from anywhere in the checkout)
 # Environment:
@@ -167,3 +169,13 @@ for p in 1 2; do
 done
 awk -v a="$(median gomaxprocs-1)" -v b="$(median gomaxprocs-2)" 'BEGIN {
   printf "GOMAXPROCS=2 is %.2fx as fast as GOMAXPROCS=1\n", a / b }'
+
+# The goals of issue 15 against these medians: 1,000,000 lines a second end to end on each plain
+# log, and one core to two at least 1.8x. Read them beside the machine's speed above.
+echo
+for c in envoy-plain istio-plain; do
+  awk -v c="$c" -v n="$lines" -v s="$(median "$c-simulate")" 'BEGIN {
+    r = n / s; printf "goal %s >= 1,000,000 lines/s: %s (%.0f)\n", c, (r >= 1e6 ? "met" : "not met"), r }'
+done
+awk -v a="$(median gomaxprocs-1)" -v b="$(median gomaxprocs-2)" 'BEGIN {
+  printf "goal one core to two >= 1.8x: %s (%.2fx)\n", (a / b >= 1.8 ? "met" : "not met"), a / b }'
