@@ -115,7 +115,7 @@ func TestReaderErrors(t *testing.T) {
 		{"other journal", `{"journal":"x","v":1}` + "\n", "not an rlctl journal"},
 		{"future version", `{"journal":"rlctl","v":99}` + "\n", "version 99"},
 		{"bad record", `{"journal":"rlctl","v":1}` + "\n" + `{"k":"d","t":1}` + "\n{oops\n" + `{"k":"d","t":2}` + "\n", "line 3:"},
-		{"bad kind", `{"journal":"rlctl","v":1}` + "\n" + `{"k":"z","t":1}` + "\n", "line 2: kind \"z\""},
+		{"bad kind", `{"journal":"rlctl","v":1}` + "\n" + `{"k":"z","t":1}` + "\n", "journal: line 2: kind \"z\": unknown record kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := NewReader(strings.NewReader(tc.in))
@@ -124,6 +124,9 @@ func TestReaderErrors(t *testing.T) {
 			}
 			if errors.Is(err, io.EOF) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+			if strings.Count(err.Error(), "journal:") > 1 {
+				t.Errorf("got %v, which says journal: twice", err)
 			}
 		})
 	}

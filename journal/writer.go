@@ -131,7 +131,7 @@ func (w *Writer) run(bw *bufio.Writer) {
 }
 
 // ErrKind reports a record whose Kind is not one of the known kinds.
-var ErrKind = errors.New("journal: unknown record kind")
+var ErrKind = errors.New("unknown record kind")
 
 // AppendRecord appends r's line (without the newline) to dst. Fields that are zero are omitted,
 // matching the JSON tags of Record.

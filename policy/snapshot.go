@@ -89,14 +89,14 @@ func WriteSnapshot(w io.Writer, m *Model) error {
 }
 
 // ErrSnapshotVersion means a snapshot has a schema_version this rlctl does not read.
-var ErrSnapshotVersion = errors.New("unsupported snapshot schema_version")
+var ErrSnapshotVersion = errors.New("unsupported schema_version")
 
 // ErrSnapshotHash means a snapshot's model does not match its content_hash: it was edited or
 // damaged after it was written.
-var ErrSnapshotHash = errors.New("snapshot content_hash does not match its model")
+var ErrSnapshotHash = errors.New("content_hash does not match its model")
 
 // ErrSnapshotModel means a snapshot's model fails Validate; the error also holds the Problems.
-var ErrSnapshotModel = errors.New("snapshot model is not valid")
+var ErrSnapshotModel = errors.New("model is not valid")
 
 // snapshotTolerated are the Validate checks that ReadSnapshot lets through: they are about how a
 // policy is written, and the enforcer reads nothing they check. It matches descriptors by key and

@@ -32,6 +32,9 @@ func TestSnapshotErrors(t *testing.T) {
 		if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
 			t.Errorf("%s: got %v, want %v", tt.name, err, tt.want)
 		}
+		if err != nil && strings.Count(err.Error(), "snapshot") > 1 {
+			t.Errorf("%s: %q says snapshot twice", tt.name, err)
+		}
 	}
 	if _, err := ReadSnapshot(strings.NewReader(good)); err != nil {
 		t.Errorf("good snapshot: %v", err)
