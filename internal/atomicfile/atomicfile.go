@@ -37,6 +37,11 @@ func Write(path string, write func(io.Writer) error) (err error) {
 		}
 		return &Error{Path: path, Err: err}
 	}
+	// What path opens, its links followed as the kernel follows them: /dev/stdout leads to a
+	// pipe or a terminal through /proc's links, which name no file to replace.
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+		return writeInPlace(path, write, fail)
+	}
 	target := resolve(path)
 	mode := fs.FileMode(0o644)
 	switch fi, err := os.Stat(target); {
