@@ -71,7 +71,7 @@ dl.legend dt{font-weight:600} dl.legend dd{margin:0}
 		if th.Crossed {
 			cls, s = "bad", "crossed"
 		}
-		fmt.Fprintf(&b, "<div>threshold <code>%s</code>: value %.4g: <span class=\"%s\">%s</span></div>\n", htmlEscape(th.Expr), th.Value, cls, s)
+		fmt.Fprintf(&b, "<div>threshold <code>%s</code>: value %s: <span class=\"%s\">%s</span></div>\n", htmlEscape(th.Expr), th.shown(4), cls, s)
 	}
 
 	b.WriteString("<h2>Rules</h2>\n<table><tr>")

@@ -172,7 +172,7 @@ func markdownHead(r *Report) string {
 			if th.Crossed {
 				mark = "❌"
 			}
-			fmt.Fprintf(&b, "| %s `%s` | %.4g |\n", mark, mdEscape(th.Expr), th.Value)
+			fmt.Fprintf(&b, "| %s `%s` | %s |\n", mark, mdEscape(th.Expr), th.shown(4))
 		}
 	}
 	if len(r.Rules) > 0 {

@@ -71,6 +71,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -228,6 +229,16 @@ type Threshold struct {
 	Expr    string  `json:"expr"`
 	Value   float64 `json:"value"`
 	Crossed bool    `json:"crossed"`
+}
+
+// shown is th's value as the text reports write it: in percent when the threshold was written
+// in percent ("false_positive_rate>5%": 13.33%), as stderr names a crossed one, else with digits
+// significant digits. JSON keeps the value as it is.
+func (th Threshold) shown(digits int) string {
+	if strings.HasSuffix(strings.TrimSpace(th.Expr), "%") {
+		return strconv.FormatFloat(th.Value*100, 'g', 4, 64) + "%"
+	}
+	return strconv.FormatFloat(th.Value, 'g', digits, 64)
 }
 
 // Finish computes the totals from the rules, keeping the request counts the caller set in

@@ -109,7 +109,7 @@ func writeThresholds(w io.Writer, r *Report, indent string) {
 		if th.Crossed {
 			state = "CROSSED"
 		}
-		fmt.Fprintf(w, "%sthreshold %s: value %s: %s\n", indent, th.Expr, strconv.FormatFloat(th.Value, 'g', 6, 64), state)
+		fmt.Fprintf(w, "%sthreshold %s: value %s: %s\n", indent, th.Expr, th.shown(6), state)
 	}
 }
 
