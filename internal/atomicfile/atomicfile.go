@@ -31,28 +31,21 @@ func (e *Error) Unwrap() error { return e.Err }
 // names a directory fails before anything is written. Every error is an *Error.
 func Write(path string, write func(io.Writer) error) (err error) {
 	fail := func(err error) error {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // its path is the temporary file's
-		}
-		return &Error{Path: path, Err: err}
+		return &Error{Path: path, Err: unwrapPath(err)} // a path error's path is the temporary file's
 	}
-	// What path opens, its links followed as the kernel follows them: /dev/stdout leads to a
-	// pipe or a terminal through /proc's links, which name no file to replace.
-	if fi, err := os.Stat(path); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
-		return writeInPlace(path, write, fail)
-	}
-	target := resolve(path)
+	// What path opens, its links followed as the kernel follows them (/dev/stdout leads to a
+	// pipe or a terminal through /proc's links, which name no file to replace).
 	mode := fs.FileMode(0o644)
-	switch fi, err := os.Stat(target); {
+	switch fi, err := os.Stat(path); {
 	case err != nil: // a new file
 	case fi.IsDir():
 		return &Error{Path: path, Err: errors.New("is a directory")}
 	case !fi.Mode().IsRegular():
-		return writeInPlace(target, write, fail)
+		return writeInPlace(path, write, fail)
 	default:
 		mode = fi.Mode().Perm()
 	}
+	target := resolve(path)
 	dir := filepath.Dir(target)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".tmp*")
 	if err != nil {
