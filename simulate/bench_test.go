@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"compress/gzip"
-	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 	"github.com/rlctl/rlctl/simulate/traffic"
 )
@@ -102,10 +101,7 @@ func writeBenchFile(path string, format traffic.Format, gz bool) error {
 //
 //	go test ./simulate -run '^$' -bench Replay1M -count 3 -pgo=$PWD/cmd/rlctl/default.pgo
 func BenchmarkReplay1M(b *testing.B) {
-	m, err := schema.Load("../policies")
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := examplePolicies(b)
 	for _, c := range []struct {
 		name   string
 		format traffic.Format
@@ -183,10 +179,7 @@ const decideLines = 200_000
 // BenchmarkDecide and BenchmarkPrepare, with the configuration BenchmarkReplay1M replays with.
 // Every line keeps its own bytes: records, and values prepared from them, view them.
 func benchRecords(b *testing.B) (Config, []accesslog.Record) {
-	m, err := schema.Load("../policies")
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := examplePolicies(b)
 	var log bytes.Buffer
 	if err := traffic.Write(&log, traffic.Config{Seed: 1, Lines: decideLines, Format: traffic.EnvoyJSON}); err != nil {
 		b.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/policy"
-	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 	"github.com/rlctl/rlctl/simulate/report"
 	"github.com/rlctl/rlctl/simulate/traffic"
@@ -25,10 +24,7 @@ import (
 // uniform store latency (each shard draws its own), the shared-NAT tracker (NAT collateral),
 // legitimate identities and the sampled stranded tokens.
 func TestRunDeterministic(t *testing.T) {
-	m, err := schema.Load("../policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := examplePolicies(t)
 	var log bytes.Buffer
 	if err := traffic.Write(&log, traffic.Config{Seed: 5, Lines: 60000}); err != nil {
 		t.Fatal(err)
@@ -146,10 +142,7 @@ func replayLog(t *testing.T, cfg Config, log []byte) *report.Report {
 // A run that ends early, on too many bad lines in a gzip log or on its context, returns the
 // error and leaves no goroutine behind: not its stages, not the log's read-ahead.
 func TestRunStopsEarly(t *testing.T) {
-	m, err := schema.Load("../policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := examplePolicies(t)
 	var log bytes.Buffer
 	zw := gzip.NewWriter(&log)
 	if err := traffic.Write(zw, traffic.Config{Seed: 6, Lines: 50000}); err != nil {
@@ -161,7 +154,7 @@ func TestRunStopsEarly(t *testing.T) {
 	}
 	zw.Close()
 	before := runtime.NumGoroutine()
-	_, err = Run(context.Background(), RunConfig{Sim: Config{Model: m}, MaxBad: 0},
+	_, err := Run(context.Background(), RunConfig{Sim: Config{Model: m}, MaxBad: 0},
 		[]Input{{Name: "bad.log.gz", R: bytes.NewReader(log.Bytes())}})
 	if !errors.Is(err, ErrTooManyBad) || !strings.Contains(err.Error(), "bad.log.gz:50001") {
 		t.Errorf("too many bad lines: got %v, want ErrTooManyBad at bad.log.gz:50001", err)

@@ -2,9 +2,21 @@ package simulate
 
 import (
 	"encoding/base64"
+	"testing"
 
 	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
 )
+
+// examplePolicies loads the example policies the replay tests and benchmarks run.
+func examplePolicies(tb testing.TB) *policy.Model {
+	tb.Helper()
+	m, err := schema.Load("../policies")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
 
 func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/rlctl/rlctl/policy"
-	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 )
 
@@ -19,10 +18,7 @@ import (
 // keys from different values). The shard that keeps a new key builds the same bytes
 // (shard.storeKey).
 func TestStoreKeyHashesFollowKeys(t *testing.T) {
-	m, err := schema.Load("../policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := examplePolicies(t)
 	s, err := New(Config{Model: m})
 	if err != nil {
 		t.Fatal(err)
@@ -181,10 +177,7 @@ func TestStoreKeyHashesAcrossDomains(t *testing.T) {
 // rule's domain and name, not its place.
 func TestStoreKeyHashesIgnoreRuleOrder(t *testing.T) {
 	hashes := func(reverse bool) map[string]uint64 {
-		m, err := schema.Load("../policies")
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := examplePolicies(t)
 		if reverse {
 			slices.Reverse(m.Domains[0].Rules)
 		}

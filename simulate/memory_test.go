@@ -13,7 +13,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 	"github.com/rlctl/rlctl/simulate/report"
 	"github.com/rlctl/rlctl/simulate/traffic"
@@ -27,10 +26,7 @@ func TestMemoryFollowsKeys(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 440,000 lines")
 	}
-	m, err := schema.Load("../policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := examplePolicies(t)
 	const lines = 40_000
 	dir := t.TempDir()
 	oneF, err := os.Create(filepath.Join(dir, "one.log"))

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 	"github.com/rlctl/rlctl/simulate/report"
 	"github.com/rlctl/rlctl/simulate/traffic"
@@ -21,10 +20,7 @@ func TestRunExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 200,000 lines")
 	}
-	m, err := schema.Load("../policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := examplePolicies(t)
 	var log bytes.Buffer
 	if err := traffic.Write(&log, traffic.Config{Seed: 1, Lines: 200000}); err != nil {
 		t.Fatal(err)
@@ -61,10 +57,7 @@ func TestRunExample(t *testing.T) {
 // gateways during the replay; an assignment by a field that the replay otherwise leaves unread
 // (replayFields) must read it.
 func TestRunMatchesReplay(t *testing.T) {
-	m, err := schema.Load("../policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := examplePolicies(t)
 	var log bytes.Buffer
 	if err := traffic.Write(&log, traffic.Config{Seed: 2, Lines: 20000}); err != nil {
 		t.Fatal(err)
@@ -115,10 +108,7 @@ func TestRunMatchesReplay(t *testing.T) {
 // fleet's gateways each write their own log of the same period. The logs here are one
 // generated log split by gateway; the expected order is a stable sort by time and then by log.
 func TestRunMergesLogs(t *testing.T) {
-	m, err := schema.Load("../policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := examplePolicies(t)
 	var log bytes.Buffer
 	if err := traffic.Write(&log, traffic.Config{Seed: 3, Lines: 20000}); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
-	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 	"github.com/rlctl/rlctl/simulate/report"
 	"github.com/rlctl/rlctl/simulate/traffic"
@@ -371,10 +370,7 @@ func TestLegitKeyValue(t *testing.T) {
 // Store replies still in flight when the log ends land after it, in Finish; they count in the
 // last bucket, so every series ends with the log.
 func TestSeriesEndWithLog(t *testing.T) {
-	m, err := schema.Load("../policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := examplePolicies(t)
 	var log bytes.Buffer
 	if err := traffic.Write(&log, traffic.Config{Seed: 1, Lines: 5000}); err != nil {
 		t.Fatal(err)
@@ -528,10 +524,7 @@ func TestRuleErrorsSayWhere(t *testing.T) {
 
 // The zero Config gets the documented defaults, which its report's settings show.
 func TestConfigDefaults(t *testing.T) {
-	m, err := schema.Load("../policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := examplePolicies(t)
 	s, err := New(Config{Model: m})
 	if err != nil {
 		t.Fatal(err)
