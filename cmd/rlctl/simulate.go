@@ -386,9 +386,10 @@ func checkLogs(paths []string) []error {
 }
 
 // noTimestampHint is what to add to an error that quotes a bad line without a timestamp
-// (accesslog's "no timestamp (...)") when no --field maps start_time: how to map it.
+// (accesslog.ErrNoTimestamp, which reports keep as text) when no --field maps start_time: how
+// to map it.
 func noTimestampHint(mapping accesslog.Mapping, msg string) string {
-	if _, mapped := mapping["start_time"]; mapped || !strings.Contains(msg, "no timestamp (") {
+	if _, mapped := mapping["start_time"]; mapped || !strings.Contains(msg, accesslog.ErrNoTimestamp.Error()+" (") {
 		return ""
 	}
 	return "; if the time is under another key or column, map it with --field start_time=KEY"

@@ -215,6 +215,9 @@ func TestNoTimestamp(t *testing.T) {
 			if got := bad[0].Err.Error(); got != tt.wantErr {
 				t.Errorf("got error %q, want %q", got, tt.wantErr)
 			}
+			if !errors.Is(bad[0], ErrNoTimestamp) {
+				t.Errorf("got %v, want ErrNoTimestamp", bad[0])
+			}
 		})
 	}
 }

@@ -37,6 +37,10 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("--log-format %q: want envoy-json, envoy-text, jsonl or csv", s)
 }
 
+// ErrNoTimestamp is the error of a line without a timestamp: "no timestamp (KEYS)", with the
+// keys or the column it was looked for under.
+var ErrNoTimestamp = errors.New("no timestamp")
+
 // Options configure a Reader.
 type Options struct {
 	Format Format
@@ -147,7 +151,7 @@ func NewReader(name string, r io.Reader, opts Options) (_ *Reader, err error) {
 	if bom, _ := br.Peek(3); bytes.Equal(bom, []byte("\xef\xbb\xbf")) {
 		_, _ = br.Discard(3) // a UTF-8 byte order mark, as editors on Windows write them; Peek had it
 	}
-	rd := &Reader{name: name, br: br, ahead: ahead, noTime: fmt.Errorf("no timestamp (%s)", timeKeys(opts.Mapping))}
+	rd := &Reader{name: name, br: br, ahead: ahead, noTime: fmt.Errorf("%w (%s)", ErrNoTimestamp, timeKeys(opts.Mapping))}
 	format := opts.Format
 	if format == FormatAuto {
 		format = sniff(br)
@@ -327,7 +331,7 @@ func (r *Reader) readCSVHeader(c *csvState, m Mapping) error {
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", r.name, r.line, err)
 		}
-		r.noTime = fmt.Errorf("no timestamp (column %s)", timeColumn)
+		r.noTime = fmt.Errorf("%w (column %s)", ErrNoTimestamp, timeColumn)
 		return nil
 	}
 }
