@@ -75,11 +75,10 @@ log).`
 
 // diffFlags are diff's flags as given.
 type diffFlags struct {
-	base, head, output, out, logFormat, assign, legitFile string
-	logs, fields                                          []string
-	exitCode                                              bool
-	gateways, natUsers, top                               int
-	maxBad                                                int64
+	logReplayFlags
+	base, head, output, out string
+	exitCode                bool
+	maxBad                  int64
 }
 
 func newDiffCmd() *cobra.Command {
@@ -101,7 +100,7 @@ func newDiffCmd() *cobra.Command {
 	f.StringArrayVar(&df.logs, "log", nil, "access log to replay through both versions for the blast radius (repeatable; gzip is detected)")
 	f.StringVar(&df.logFormat, "log-format", "", "envoy-json, envoy-text, jsonl or csv (default: detected)")
 	f.StringArrayVar(&df.fields, "field", nil, "map a log key onto a field or header: NAME=KEY (repeatable)")
-	f.IntVar(&df.gateways, "gateways", 4, "virtual gateways, each with its own lease manager")
+	f.IntVar(&df.gateways, "gateways", defaultGateways, "virtual gateways, each with its own lease manager")
 	f.StringVar(&df.assign, "assign", "round-robin", "gateway assignment: round-robin, hash:FIELD or field:FIELD")
 	f.StringVar(&df.legitFile, "legit", "", "file of legitimate descriptor values, one per line (VALUE or KEY=VALUE)")
 	f.IntVar(&df.natUsers, "nat-users", 20, "users behind one address or subnet that make its denials shared-NAT collateral")
@@ -233,11 +232,8 @@ func sideName(value string) string {
 
 // blastSettings are the blast radius's settings, parsed and checked.
 type blastSettings struct {
-	df     diffFlags
-	format accesslog.Format
-	fields accesslog.Mapping
-	assign simulate.Assignment
-	legit  []string
+	df diffFlags
+	logReplay
 	// memoryReady waits for simulate.TuneMemory, which runDiff calls before loading the sides.
 	memoryReady func()
 }
@@ -263,27 +259,9 @@ func (df diffFlags) parseBlast(cmd *cobra.Command) (*blastSettings, error) {
 	if slices.Contains(df.logs, "-") {
 		check(errors.New("--log -: the log is replayed twice, so it must be a file, not stdin"))
 	}
-	errs = append(errs, checkLogs(df.logs)...)
-	var err error
-	bs.format, err = accesslog.ParseFormat(df.logFormat)
-	check(err)
-	bs.fields, err = accesslog.ParseMapping(df.fields)
-	check(err)
-	bs.assign, err = simulate.ParseAssignment(df.assign)
-	check(err)
-	if df.top < 0 {
-		check(fmt.Errorf("--top %d: want 0 (none) or more", df.top))
-	}
-	if df.natUsers < 1 {
-		check(fmt.Errorf("--nat-users %d: want at least 1", df.natUsers))
-	}
-	if df.gateways < 1 || df.gateways > simulate.MaxGateways {
-		check(fmt.Errorf("--gateways %d: want 1 to %d", df.gateways, simulate.MaxGateways))
-	}
-	if df.legitFile != "" {
-		bs.legit, err = readLegit(df.legitFile)
-		check(err)
-	}
+	var replayErrs []error
+	bs.logReplay, replayErrs = df.logReplayFlags.parse()
+	errs = append(errs, replayErrs...)
 	if err := settingErrors("diff", errs); err != nil {
 		return nil, err
 	}
@@ -294,7 +272,7 @@ func (df diffFlags) parseBlast(cmd *cobra.Command) (*blastSettings, error) {
 // does not set) and compares the outcomes.
 func (bs *blastSettings) run(cmd *cobra.Command, base, head *policy.Model) (*diff.Blast, error) {
 	bs.memoryReady()
-	latency, err := simulate.ParseLatency("1ms", 1) // simulate's default; both replays share it
+	latency, err := simulate.ParseLatency(defaultStoreLatency, defaultLatencySeed) // both replays share it
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +287,7 @@ func (bs *blastSettings) run(cmd *cobra.Command, base, head *policy.Model) (*dif
 		r, err := simulate.Run(ctx, simulate.RunConfig{
 			Sim: simulate.Config{Model: m, Gateways: bs.df.gateways, Assign: bs.assign, Latency: latency,
 				NATUsers: bs.df.natUsers, Legit: bs.legit, TopN: -1, Observer: obs},
-			Log:    accesslog.Options{Format: bs.format, Mapping: bs.fields},
+			Log:    accesslog.Options{Format: bs.format, Mapping: bs.mapping},
 			MaxBad: bs.df.maxBad,
 		}, inputs)
 		if err == nil && r.Requests == 0 {
@@ -319,7 +297,7 @@ func (bs *blastSettings) run(cmd *cobra.Command, base, head *policy.Model) (*dif
 	}
 	b, err := diff.BlastRadius(cmd.Context(), base, head, topN(bs.df.top), replay)
 	if err != nil {
-		return nil, usageErrorf("diff: --log: %w%s", err, noTimestampHint(bs.fields, err.Error()))
+		return nil, usageErrorf("diff: --log: %w%s", err, noTimestampHint(bs.mapping, err.Error()))
 	}
 	return b, nil
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"io"
-	"io/fs"
 	"os"
 
 	"github.com/rlctl/rlctl/journal"
@@ -103,10 +101,7 @@ func replayJournals(cmd *cobra.Command, rf replayFlags) error {
 	for _, p := range rf.journals {
 		f, err := os.Open(p)
 		if err != nil {
-			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
-				err = pe.Err // "--journal FILE: no such file or directory", not "open FILE: ..."
-			}
-			return usageErrorf("%s: --journal %s: %w", name, p, err)
+			return usageErrorf("%s: %w", name, fileFlagError("--journal", p, err))
 		}
 		defer f.Close()
 		inputs = append(inputs, journal.Input{Name: p, R: f})

@@ -260,13 +260,13 @@ func replayForGates(cmd *cobra.Command, m *policy.Model, logs []string, logForma
 		return nil, usageErrorf("rollout: %w", err)
 	}
 	defer closeAll()
-	latency, err := simulate.ParseLatency("1ms", 1) // simulate's --store-latency and --seed
+	latency, err := simulate.ParseLatency(defaultStoreLatency, defaultLatencySeed)
 	if err != nil {
 		return nil, err
 	}
 	stop := startProgress(cmd.ErrOrStderr(), total)
 	r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
-		Sim: simulate.Config{Model: m, Gateways: 4, Latency: latency}, Log: accesslog.Options{Format: format}, MaxBad: 100,
+		Sim: simulate.Config{Model: m, Gateways: defaultGateways, Latency: latency}, Log: accesslog.Options{Format: format}, MaxBad: 100,
 	}, inputs)
 	stop()
 	if err != nil {

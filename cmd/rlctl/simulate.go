@@ -80,20 +80,75 @@ same flags, and notes so on stderr. Flags of log replay are rejected with it.
 Exit codes: 0 replayed within thresholds, 1 a --fail-if threshold was crossed, 3 usage or
 tool error (bad flag, unreadable log or policy, more than --max-bad bad lines).`
 
+// Defaults of simulate's replay, which diff's and rollout's replays of a log take too.
+const (
+	defaultGateways     = 4
+	defaultStoreLatency = "1ms"
+	defaultLatencySeed  = 1
+)
+
 // simulateFlags are simulate's flags as given.
 type simulateFlags struct {
-	policies, logFormat, assign, latency, legitFile, domain, output, out string
-	logs, fields, failIf, journals, snapshots                            []string
-	gateways, natUsers, top                                              int
-	maxBad                                                               int64
-	seed                                                                 uint64
+	logReplayFlags
+	policies, latency, domain, output, out string
+	failIf, journals, snapshots            []string
+	maxBad                                 int64
+	seed                                   uint64
+}
+
+// logReplayFlags are the flags of a log replay that simulate and diff share, as given.
+type logReplayFlags struct {
+	logFormat, assign, legitFile string
+	logs, fields                 []string
+	gateways, natUsers, top      int
+}
+
+// logReplay is what logReplayFlags say, parsed and checked.
+type logReplay struct {
+	format  accesslog.Format
+	mapping accesslog.Mapping
+	assign  simulate.Assignment
+	legit   []string // the --legit file's values
+}
+
+// parse parses and checks the flags, and returns an error for each bad one: the logs (but
+// stdin), their format and field mapping, the assignment, --top, --nat-users, --gateways and
+// the --legit file.
+func (f logReplayFlags) parse() (logReplay, []error) {
+	var lr logReplay
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, checkLogs(f.logs)...)
+	var err error
+	lr.format, err = accesslog.ParseFormat(f.logFormat)
+	check(err)
+	lr.mapping, err = accesslog.ParseMapping(f.fields)
+	check(err)
+	lr.assign, err = simulate.ParseAssignment(f.assign)
+	check(err)
+	if f.top < 0 {
+		check(fmt.Errorf("--top %d: want 0 (none) or more", f.top))
+	}
+	if f.natUsers < 1 {
+		check(fmt.Errorf("--nat-users %d: want at least 1", f.natUsers))
+	}
+	if f.gateways < 1 || f.gateways > simulate.MaxGateways {
+		check(fmt.Errorf("--gateways %d: want 1 to %d", f.gateways, simulate.MaxGateways))
+	}
+	if f.legitFile != "" {
+		lr.legit, err = readLegit(f.legitFile)
+		check(err)
+	}
+	return lr, errs
 }
 
 // logSettings are the log replay's flag values, parsed and checked.
 type logSettings struct {
-	format     accesslog.Format
-	mapping    accesslog.Mapping
-	assign     simulate.Assignment
+	logReplay
 	latency    simulate.Latency
 	thresholds []simulate.Threshold
 }
@@ -134,10 +189,10 @@ func newSimulateCmd() *cobra.Command {
 	f.StringArrayVar(&sf.logs, "log", nil, `access log to replay (repeatable; "-" is stdin; gzip is detected)`)
 	f.StringVar(&sf.logFormat, "log-format", "", "envoy-json, envoy-text, jsonl or csv (default: detected)")
 	f.StringArrayVar(&sf.fields, "field", nil, "map a log key onto a field or header: NAME=KEY (repeatable)")
-	f.IntVar(&sf.gateways, "gateways", 4, "virtual gateways, each with its own lease manager (--assign field: makes one per value instead)")
+	f.IntVar(&sf.gateways, "gateways", defaultGateways, "virtual gateways, each with its own lease manager (--assign field: makes one per value instead)")
 	f.StringVar(&sf.assign, "assign", "round-robin", "gateway assignment: round-robin, hash:FIELD or field:FIELD")
-	f.StringVar(&sf.latency, "store-latency", "1ms", "store reply latency: a duration or uniform:LO-HI")
-	f.Uint64Var(&sf.seed, "seed", 1, "seed for latency draws")
+	f.StringVar(&sf.latency, "store-latency", defaultStoreLatency, "store reply latency: a duration or uniform:LO-HI")
+	f.Uint64Var(&sf.seed, "seed", defaultLatencySeed, "seed for latency draws")
 	f.IntVar(&sf.natUsers, "nat-users", 20, "users behind one address or subnet that make its denials shared-NAT collateral")
 	f.StringVar(&sf.legitFile, "legit", "", "file of legitimate descriptor values, one per line (VALUE or KEY=VALUE)")
 	f.StringVar(&sf.domain, "domain", "", "replay only this domain")
@@ -165,13 +220,8 @@ func (sf *simulateFlags) parseLogSettings() (logSettings, error) {
 			errs = append(errs, err)
 		}
 	}
+	ls.logReplay, errs = sf.logReplayFlags.parse()
 	var err error
-	ls.format, err = accesslog.ParseFormat(sf.logFormat)
-	check(err)
-	ls.mapping, err = accesslog.ParseMapping(sf.fields)
-	check(err)
-	ls.assign, err = simulate.ParseAssignment(sf.assign)
-	check(err)
 	ls.latency, err = simulate.ParseLatency(sf.latency, sf.seed)
 	check(err)
 	for _, f := range sf.failIf {
@@ -181,33 +231,14 @@ func (sf *simulateFlags) parseLogSettings() (logSettings, error) {
 			ls.thresholds = append(ls.thresholds, th)
 		}
 	}
-	if sf.top < 0 {
-		check(fmt.Errorf("--top %d: want 0 (none) or more", sf.top))
-	}
-	if sf.natUsers < 1 {
-		check(fmt.Errorf("--nat-users %d: want at least 1", sf.natUsers))
-	}
-	if sf.gateways < 1 || sf.gateways > simulate.MaxGateways {
-		check(fmt.Errorf("--gateways %d: want 1 to %d", sf.gateways, simulate.MaxGateways))
-	}
-	if len(sf.journals) == 0 { // rlctl replay checks its own
-		if !validOutput(sf.output) {
-			check(fmt.Errorf("-o %q: want table, json, markdown or html", sf.output))
-		}
-		errs = append(errs, checkLogs(sf.logs)...)
+	if len(sf.journals) == 0 && !validOutput(sf.output) { // rlctl replay checks its own
+		check(fmt.Errorf("-o %q: want table, json, markdown or html", sf.output))
 	}
 	return ls, settingErrors("simulate", errs)
 }
 
 // replayLogs runs simulate's access log mode.
 func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
-	var legit []string
-	if sf.legitFile != "" {
-		var err error
-		if legit, err = readLegit(sf.legitFile); err != nil {
-			return usageErrorf("simulate: %w", err)
-		}
-	}
 	// The heap's advice takes a while and needs no policies: it runs while they load.
 	memoryReady, restoreMemory := simulate.TuneMemory()
 	defer restoreMemory()
@@ -227,7 +258,7 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 	stop := startProgress(cmd.ErrOrStderr(), total)
 	r, err := simulate.Run(cmd.Context(), simulate.RunConfig{
 		Sim: simulate.Config{Model: model, Domain: sf.domain, Gateways: sf.gateways, Assign: ls.assign,
-			Latency: ls.latency, NATUsers: sf.natUsers, Legit: legit, TopN: topN(sf.top)},
+			Latency: ls.latency, NATUsers: sf.natUsers, Legit: ls.legit, TopN: topN(sf.top)},
 		Log:    accesslog.Options{Format: ls.format, Mapping: ls.mapping},
 		MaxBad: sf.maxBad,
 	}, inputs)
@@ -323,14 +354,19 @@ func topN(top int) int {
 	return top
 }
 
+// fileFlagError is err, met opening or reading file path of flag (--log, say), as users read
+// it: "--log FILE: no such file or directory", not the system call's "open FILE: ...".
+func fileFlagError(flag, path string, err error) error {
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s %s: %w", flag, path, err)
+}
+
 func readLegit(path string) (vals []string, err error) {
 	defer func() {
-		// "--legit FILE: no such file or directory", not the system call's "open FILE: ...".
-		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
-			err = pe.Err
-		}
 		if err != nil {
-			err = fmt.Errorf("--legit %s: %w", path, err)
+			err = fileFlagError("--legit", path, err)
 		}
 	}()
 	f, err := os.Open(path)
@@ -374,10 +410,7 @@ func checkLogs(paths []string) []error {
 		}
 		switch st, err := os.Stat(p); {
 		case err != nil:
-			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
-				err = pe.Err
-			}
-			errs = append(errs, fmt.Errorf("--log %s: %w", p, err))
+			errs = append(errs, fileFlagError("--log", p, err))
 		case st.IsDir():
 			errs = append(errs, fmt.Errorf("--log %s: is a directory", p))
 		}
@@ -423,10 +456,7 @@ func openLogs(paths []string, stdin io.Reader) ([]simulate.Input, int64, func(),
 		f, err := os.Open(p)
 		if err != nil {
 			closeAll()
-			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
-				err = pe.Err // "--log FILE: no such file or directory", not "open FILE: ..."
-			}
-			return nil, 0, nil, fmt.Errorf("--log %s: %w", p, err)
+			return nil, 0, nil, fileFlagError("--log", p, err)
 		}
 		files = append(files, f)
 		st, err := f.Stat()
