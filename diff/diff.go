@@ -54,6 +54,7 @@ import (
 	"math/big"
 	"slices"
 
+	"github.com/rlctl/rlctl/internal/english"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -161,7 +162,7 @@ func domainNames(base, head *policy.Model) []string {
 
 func domainAdded(d *policy.Domain) []Change {
 	cs := []Change{{Domain: d.Name, Kind: KindAdded, Head: d.Pos,
-		Summary: "domain " + d.Name + " added (" + plural(len(d.Rules), "rule") + ")"}}
+		Summary: "domain " + d.Name + " added (" + english.Plural(len(d.Rules), "rule") + ")"}}
 	for _, r := range d.Rules {
 		cs = append(cs, ruleAdded(d.Name, r))
 	}
@@ -170,7 +171,7 @@ func domainAdded(d *policy.Domain) []Change {
 
 func domainRemoved(d *policy.Domain) []Change {
 	cs := []Change{{Domain: d.Name, Kind: KindRemoved, Base: d.Pos,
-		Summary: "domain " + d.Name + " removed (" + plural(len(d.Rules), "rule") + ")"}}
+		Summary: "domain " + d.Name + " removed (" + english.Plural(len(d.Rules), "rule") + ")"}}
 	for _, r := range d.Rules {
 		cs = append(cs, ruleRemoved(d.Name, r))
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/rlctl/rlctl/internal/english"
 )
 
 // MarkdownLimit is the size, in bytes, that WriteMarkdown keeps under: GitHub refuses a comment
@@ -55,7 +57,7 @@ func WriteMarkdown(w io.Writer, cs []Change, opts ...Option) error {
 		}
 		var d strings.Builder
 		header := fmt.Sprintf("#### `%s`\n\n", cs[i].Domain)
-		open := fmt.Sprintf("<details><summary>%s</summary>\n\n", plural(j-i, "change"))
+		open := fmt.Sprintf("<details><summary>%s</summary>\n\n", english.Plural(j-i, "change"))
 		table := "| | Change | Kind | Base | Head |\n|:-:|---|---|---|---|\n"
 		fold := j-i > foldOver
 		d.WriteString(header)
@@ -88,7 +90,7 @@ func WriteMarkdown(w io.Writer, cs []Change, opts ...Option) error {
 	}
 	if left > 0 {
 		fmt.Fprintf(&b, "_%s not shown: the comment would pass GitHub's size limit. Run `rlctl diff` to see them all._\n\n",
-			plural(left, "more change"))
+			english.Plural(left, "more change"))
 	}
 	b.WriteString(t)
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")

@@ -198,13 +198,6 @@ func trimZeros(s string) string {
 	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
-}
-
 // position writes a position as file:line, the form reviews show.
 func position(p policy.Pos) string {
 	if p.File == "" {

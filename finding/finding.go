@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rlctl/rlctl/internal/english"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -77,14 +78,7 @@ type Summary struct {
 
 // String formats s as "2 errors, 1 warning".
 func (s Summary) String() string {
-	return plural(s.Errors, "error") + ", " + plural(s.Warnings, "warning")
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return english.Plural(s.Errors, "error") + ", " + english.Plural(s.Warnings, "warning")
 }
 
 // Summary counts r's findings by severity.

@@ -198,6 +198,17 @@ func TestWriteReport(t *testing.T) {
 	if err := WriteReport(&js, rep, "xml"); err == nil {
 		t.Error("xml: no error")
 	}
+
+	// One of each is counted in the singular.
+	one := &Report{Decisions: 1, Journals: []Summary{{Name: "k.jsonl", Instance: "pod-b", Decisions: 1, Mismatches: 1, Ended: true}},
+		Mismatches: []Mismatch{{Journal: "k.jsonl", Line: 2, Instance: "pod-b", What: "journal", Reason: "cut"}}}
+	text.Reset()
+	if err := WriteReport(&text, one, "text"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "k.jsonl: instance pod-b: 1 decision, 1 mismatch, ended\n"; !strings.Contains(text.String(), want) {
+		t.Errorf("text: got %q, want a line %q", text.String(), want)
+	}
 }
 
 // TestViaNames: the journal's via values are the engine's names.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/rlctl/rlctl/internal/english"
 )
 
 // ReportFormats are the formats WriteReport writes.
@@ -32,7 +34,8 @@ func WriteReport(w io.Writer, r *Report, format string) error {
 		if s.CutLine > 0 {
 			end += fmt.Sprintf("; its last line, %d, was cut off mid-write and not replayed", s.CutLine)
 		}
-		if _, err := fmt.Fprintf(w, "%s: instance %s: %d decisions, %d mismatches, %s\n", s.Name, s.Instance, s.Decisions, s.Mismatches, end); err != nil {
+		if _, err := fmt.Fprintf(w, "%s: instance %s: %s, %s, %s\n", s.Name, s.Instance,
+			english.Plural(s.Decisions, "decision"), english.Plural(s.Mismatches, "mismatch"), end); err != nil {
 			return err
 		}
 	}

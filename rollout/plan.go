@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/rlctl/rlctl/internal/english"
 )
 
 // Step is what the plan does with one rule that has a stage to go to.
@@ -119,7 +121,7 @@ func WritePlanText(w io.Writer, p *Plan) error {
 	bw := bufio.NewWriter(w)
 	n := len(p.Promotions())
 	fmt.Fprintf(bw, "Rollout plan for %s: %s to promote, %d waiting, %d enforced.\n",
-		p.Today, plural(n, "rule"), len(p.Steps)-n, p.Enforced)
+		p.Today, english.Plural(n, "rule"), len(p.Steps)-n, p.Enforced)
 	for _, s := range p.Steps {
 		verb := "wait   "
 		if s.Promote {
@@ -154,7 +156,7 @@ func EvidenceMarkdown(st *Status, rules ...string) string {
 		}
 		since := rs.Since
 		if rs.DaysInStage != nil {
-			since = fmt.Sprintf("%s (%s ago)", rs.Since, plural(*rs.DaysInStage, "day"))
+			since = fmt.Sprintf("%s (%s ago)", rs.Since, english.Plural(*rs.DaysInStage, "day"))
 		}
 		fmt.Fprintf(&b, "**%s/%s**: %s since %s, evaluated on %s\n\n", rs.Domain, rs.Rule, rs.Stage, since, st.Today)
 		b.WriteString("| gate | state | evidence |\n|---|---|---|\n")

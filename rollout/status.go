@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlctl/rlctl/internal/english"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/report"
 )
@@ -183,9 +184,9 @@ func dwellGate(d *policy.Domain, r *policy.Rule, stage policy.StageName, days in
 	case days < 0:
 		g.State, g.Reason = GateBlocked, fmt.Sprintf("since %s is in the future", r.Stage.Since)
 	case int64(days)*int64(24*time.Hour/time.Millisecond) >= dwell:
-		g.State, g.Reason = GatePass, fmt.Sprintf("%s in %s, at least %s", plural(days, "day"), stage, humanDuration(dwell))
+		g.State, g.Reason = GatePass, fmt.Sprintf("%s in %s, at least %s", english.Plural(days, "day"), stage, humanDuration(dwell))
 	default:
-		g.State, g.Reason = GateBlocked, fmt.Sprintf("%s in %s, needs %s", plural(days, "day"), stage, humanDuration(dwell))
+		g.State, g.Reason = GateBlocked, fmt.Sprintf("%s in %s, needs %s", english.Plural(days, "day"), stage, humanDuration(dwell))
 	}
 	return g
 }
@@ -307,13 +308,6 @@ func Percent(share float64) string {
 	return s + "%"
 }
 
-func plural(n int, noun string) string {
-	if n == 1 || n == -1 {
-		return fmt.Sprintf("%d %s", n, noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // humanDuration writes ms in the largest whole unit: "7 days", "36h", "90m".
 func humanDuration(ms int64) string {
 	d := time.Duration(ms) * time.Millisecond
@@ -321,7 +315,7 @@ func humanDuration(ms int64) string {
 	case d == 0:
 		return "0"
 	case d%(24*time.Hour) == 0:
-		return plural(int(d/(24*time.Hour)), "day")
+		return english.Plural(int(d/(24*time.Hour)), "day")
 	case d%time.Hour == 0:
 		return fmt.Sprintf("%dh", d/time.Hour)
 	case d%time.Minute == 0:

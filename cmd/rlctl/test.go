@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rlctl/rlctl/finding"
+	"github.com/rlctl/rlctl/internal/english"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/policytest"
 	"github.com/rlctl/rlctl/schema"
@@ -87,7 +88,7 @@ func newTestCmd() *cobra.Command {
 			errs := len(bad) + res.Errors
 			sum := fmt.Sprintf("policy tests: %d passed, %d failed", res.Passed, res.Failed)
 			if errs > 0 {
-				sum += fmt.Sprintf("; %s in test files", plural(errs, "error"))
+				sum += fmt.Sprintf("; %s in test files", english.Plural(errs, "error"))
 			}
 			fmt.Fprintln(cmd.ErrOrStderr(), sum)
 			if res.Failed > 0 || errs > 0 {
@@ -101,11 +102,4 @@ func newTestCmd() *cobra.Command {
 	f.StringVar(&out, "out", "", "write the findings to this file instead of stdout")
 	f.StringVar(&policies, "policies", "", "test this policy directory instead of the one each test file names")
 	return cmd
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
