@@ -13,8 +13,8 @@ import (
 
 const replayLong = `Replay an enforcer's decision journals and list every decision that comes out differently.
 
-Each --journal FILE (repeatable) is a journal an enforcer wrote (rlctl-enforcer --journal FILE).
-Its decisions are re-run through the same engine code the enforcer ran (rule plans, stages,
+Each --journal FILE (repeatable; "-" is stdin) is a journal an enforcer wrote (rlctl-enforcer
+--journal FILE). Its decisions are re-run through the same engine code the enforcer ran (rule plans, stages,
 lease managers), with the store answering from the journal's replies and the clock reading the
 journal's times. Every decision that comes out differently is listed as "FILE:LINE: instance I:
 decision: key K: rule R: recorded ...; replayed ..."; store calls made differently, tokens given
@@ -45,7 +45,7 @@ type replayFlags struct {
 // register defines replay's flags on fs. simulate's deprecated --journal mode accepts exactly
 // these flags, so this is the one list of them.
 func (rf *replayFlags) register(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&rf.journals, "journal", nil, "an enforcer's decision journal to replay (repeatable)")
+	fs.StringArrayVar(&rf.journals, "journal", nil, `an enforcer's decision journal to replay (repeatable; "-" is stdin)`)
 	fs.StringVar(&rf.policies, "policies", "policies", "policy directory the journals may name")
 	fs.StringArrayVar(&rf.snapshots, "snapshot", nil, "a policy snapshot the journals may name (repeatable)")
 	fs.StringVarP(&rf.output, "output", "o", "text", "output format: text or json")
@@ -98,7 +98,16 @@ func replayJournals(cmd *cobra.Command, rf replayFlags) error {
 		models = append(models, m)
 	}
 	var inputs []journal.Input
+	stdinSeen := false
 	for _, p := range rf.journals {
+		if p == "-" {
+			if stdinSeen {
+				return usageErrorf(`%s: --journal "-" (stdin) given more than once`, name)
+			}
+			stdinSeen = true
+			inputs = append(inputs, journal.Input{Name: "stdin", R: cmd.InOrStdin()})
+			continue
+		}
 		f, err := os.Open(p)
 		if err != nil {
 			return usageErrorf("%s: %w", name, fileFlagError("--journal", p, err))
