@@ -175,29 +175,44 @@ func (c Config) Marshal(f Format) ([]byte, error) {
 }
 
 // Proto returns c as the xDS resource that ERL loads with CONFIG_TYPE=GRPC_XDS_SOTW, named after
-// the domain. ValueToMetric and ShareThreshold have no field there and are not carried; a Config
-// from FromModel never sets them.
-func (c Config) Proto() *rlsconfv3.RateLimitConfig {
+// the domain, and a Note for each limit it serves otherwise than the YAML would. ValueToMetric
+// and ShareThreshold have no field there and are not carried; a Config from FromModel never sets
+// them.
+//
+// ERL's xDS loader carries shadow_mode but drops quota_mode (its config_xds.go), so a limit in
+// quota_mode would be enforced: such a descriptor is sent with shadow_mode set as well, which
+// admits a request over the limit as quota_mode does, and counts it in ERL's stats rather than
+// in the response's dynamic metadata.
+func (c Config) Proto() (*rlsconfv3.RateLimitConfig, []Note) {
+	var notes []Note
 	return &rlsconfv3.RateLimitConfig{
 		Name:        c.Domain,
 		Domain:      c.Domain,
-		Descriptors: protoDescriptors(c.Descriptors),
-	}
+		Descriptors: protoDescriptors(c.Domain, c.Descriptors, &notes),
+	}, notes
 }
 
-func protoDescriptors(ds []Descriptor) []*rlsconfv3.RateLimitDescriptor {
+func protoDescriptors(domain string, ds []Descriptor, notes *[]Note) []*rlsconfv3.RateLimitDescriptor {
 	if len(ds) == 0 {
 		return nil
 	}
 	out := make([]*rlsconfv3.RateLimitDescriptor, len(ds))
 	for i, d := range ds {
+		if d.QuotaMode && !d.ShadowMode {
+			rule := ""
+			if d.RateLimit != nil {
+				rule = d.RateLimit.Name
+			}
+			*notes = append(*notes, Note{Severity: Approximation, Domain: domain, Rule: rule,
+				Message: "quota_mode served over xDS as shadow_mode: ERL's xDS loader drops quota_mode, and would enforce the limit without it"})
+		}
 		pd := &rlsconfv3.RateLimitDescriptor{
 			Key:            d.Key,
 			Value:          d.Value,
-			ShadowMode:     d.ShadowMode,
+			ShadowMode:     d.ShadowMode || d.QuotaMode,
 			QuotaMode:      d.QuotaMode,
 			DetailedMetric: d.DetailedMetric,
-			Descriptors:    protoDescriptors(d.Descriptors),
+			Descriptors:    protoDescriptors(domain, d.Descriptors, notes),
 		}
 		if rl := d.RateLimit; rl != nil {
 			pd.RateLimit = &rlsconfv3.RateLimitPolicy{

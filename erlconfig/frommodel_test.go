@@ -180,7 +180,8 @@ descriptors:
 	}
 }
 
-// TestProto: the xDS resource carries the same tree, named after the domain.
+// TestProto: the xDS resource carries the same tree, named after the domain, with quota_mode
+// also as shadow_mode, which ERL's xDS loader keeps (it drops quota_mode), and a note for it.
 func TestProto(t *testing.T) {
 	c := Config{Domain: "d", Descriptors: []Descriptor{{
 		Key: "k", Value: "v", ShadowMode: true,
@@ -188,11 +189,15 @@ func TestProto(t *testing.T) {
 	}}}
 	want := &rlsconfv3.RateLimitConfig{Name: "d", Domain: "d", Descriptors: []*rlsconfv3.RateLimitDescriptor{{
 		Key: "k", Value: "v", ShadowMode: true,
-		Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: "n", QuotaMode: true, RateLimit: &rlsconfv3.RateLimitPolicy{
+		Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: "n", QuotaMode: true, ShadowMode: true, RateLimit: &rlsconfv3.RateLimitPolicy{
 			Unit: rlsconfv3.RateLimitUnit_WEEK, RequestsPerUnit: 7, Name: "r",
 		}}},
 	}}}
-	if got := c.Proto(); !proto.Equal(got, want) {
+	got, notes := c.Proto()
+	if !proto.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+	if len(notes) != 1 || notes[0].Rule != "r" || notes[0].Domain != "d" || !strings.HasPrefix(notes[0].Message, "quota_mode served over xDS as shadow_mode") {
+		t.Errorf("notes: got %+v, want one for rule r's quota_mode", notes)
 	}
 }

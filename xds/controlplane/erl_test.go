@@ -22,17 +22,25 @@ import (
 )
 
 // erlPolicy is one fixed-window rule that envoyproxy/ratelimit expresses exactly, n requests a
-// minute per user.
+// minute per user, and one in the soft stage, a request a minute per tenant, which it must admit
+// over the limit.
 func erlPolicy(n int) string {
 	return fmt.Sprintf(`package erl
 
 domains: erl_xds: {
 	sources: user: {kind: "header", header: "x-user"}
+	sources: tenant: {kind: "header", header: "x-tenant"}
 	rules: per_user: {
 		owner: "test"
 		stage: {name: "enforce", since: "2026-12-03"}
 		match: [{key: "user"}]
 		limits: [{requests: %d, window: "1m", algorithm: "fixed_window"}]
+	}
+	rules: per_tenant_soft: {
+		owner: "test"
+		stage: {name: "soft", since: "2026-12-03"}
+		match: [{key: "tenant"}]
+		limits: [{requests: 1, window: "1m", algorithm: "fixed_window"}]
 	}
 }
 `, n)
@@ -83,13 +91,14 @@ func TestERLOverXDS(t *testing.T) {
 	}
 	defer conn.Close()
 	client := rlsv3.NewRateLimitServiceClient(conn)
-	ask := func(user string) (*rlsv3.RateLimitResponse, error) {
+	askKey := func(key, value string) (*rlsv3.RateLimitResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "erl_xds", Descriptors: []*commonv3.RateLimitDescriptor{{
-			Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "user", Value: user}},
+			Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: key, Value: value}},
 		}}})
 	}
+	ask := func(user string) (*rlsv3.RateLimitResponse, error) { return askKey("user", user) }
 	limit := func() int {
 		resp, err := ask("probe")
 		if err != nil || len(resp.GetStatuses()) != 1 {
@@ -135,6 +144,18 @@ func TestERLOverXDS(t *testing.T) {
 	}
 	if time.Now().Unix()/60 == minute && ok != 7 {
 		t.Errorf("envoyproxy/ratelimit admitted %d of 8 requests in one minute, want 7", ok)
+	}
+
+	// The soft rule admits every request over its limit: its quota_mode reaches ERL as
+	// shadow_mode, which its xDS loader keeps (quota_mode alone it drops, and enforced the limit).
+	for i := range 4 {
+		resp, err := askKey("tenant", "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Errorf("soft rule, request %d of 4 at 1 a minute: %v, want OK", i+1, resp.GetOverallCode())
+		}
 	}
 	if got := clitest.Metric(t, srv.AdminAddr(), `rlctl_xds_nacks_total{type_url="`+xds.RateLimitConfigTypeURL+`"}`); got != 0 {
 		t.Errorf("NACKs of RateLimitConfig: %v, want 0", got)

@@ -11,13 +11,16 @@ import (
 
 // rateLimitConfigs converts m into envoyproxy/ratelimit's RateLimitConfig resources, one per
 // domain, keyed by the domain's name: the conversion the ratelimit render target makes
-// (erlconfig.FromModel). What it approximates or assumes comes back as lines for the log, as
-// `rlctl render --target ratelimit` reports them.
+// (erlconfig.FromModel), and what xDS carries otherwise (erlconfig.Config.Proto: quota_mode as
+// shadow_mode). What it approximates or assumes comes back as lines for the log, as `rlctl
+// render --target ratelimit` reports them.
 func rateLimitConfigs(m *policy.Model) (map[string]proto.Message, []string) {
 	cfgs, notes := erlconfig.FromModel(m)
 	out := make(map[string]proto.Message, len(cfgs))
 	for _, c := range cfgs {
-		out[c.Domain] = c.Proto()
+		pc, ns := c.Proto()
+		out[c.Domain] = pc
+		notes = append(notes, ns...)
 	}
 	lines := make([]string, len(notes))
 	for i, n := range notes {

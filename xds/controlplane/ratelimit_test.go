@@ -60,7 +60,8 @@ func TestRateLimitConfig(t *testing.T) {
 		byName[got.Name] = &got
 	}
 	for _, c := range cfgs {
-		if got, want := byName[c.Domain], c.Proto(); !proto.Equal(got, want) {
+		want, _ := c.Proto()
+		if got := byName[c.Domain]; !proto.Equal(got, want) {
 			t.Errorf("resource %s: got %v, want %v", c.Domain, got, want)
 		}
 	}
