@@ -58,7 +58,8 @@ func newBreaker(threshold int, cooldownMs int64, clock engine.Clock, onChange fu
 func (b *breaker) State() BreakerState { return BreakerState(b.state.Load()) }
 
 // Allow reports whether a store call may be made now. A true answer in the half-open state
-// makes the caller the probe: it must call Record.
+// makes the caller the probe: it must call Record, or Release when the call ended without an
+// outcome.
 func (b *breaker) Allow() bool {
 	if BreakerState(b.state.Load()) == BreakerClosed {
 		return true
@@ -114,6 +115,19 @@ func (b *breaker) Record(ok bool) {
 		}
 	case BreakerOpen:
 		// A call that started before the breaker opened; its outcome changes nothing.
+	}
+}
+
+// Release ends a call that Allow let through without an outcome to record: one its caller cut
+// short, which says nothing of the store. In the half-open state the next call may probe.
+func (b *breaker) Release() {
+	if BreakerState(b.state.Load()) == BreakerClosed {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if BreakerState(b.state.Load()) == BreakerHalfOpen {
+		b.probing = false
 	}
 }
 

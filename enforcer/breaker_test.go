@@ -64,3 +64,41 @@ func TestBreakerSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakerRelease: a probe released without an outcome leaves the breaker half-open, and the
+// next call probes; released calls do not count as failures while it is closed.
+func TestBreakerRelease(t *testing.T) {
+	var now int64
+	b := newBreaker(2, 1000, engine.ClockFunc(func() int64 { return now }), nil)
+	for range 5 {
+		if !b.Allow() {
+			t.Fatal("closed: Allow refused")
+		}
+		b.Release()
+	}
+	if got := b.State(); got != BreakerClosed {
+		t.Fatalf("after released calls: got %v, want closed", got)
+	}
+	b.Allow()
+	b.Record(false)
+	b.Allow()
+	b.Record(false)
+	now = 1000
+	if !b.Allow() {
+		t.Fatal("after the cool-down: Allow refused the probe")
+	}
+	if b.Allow() {
+		t.Fatal("half-open: a second call allowed beside the probe")
+	}
+	b.Release()
+	if got := b.State(); got != BreakerHalfOpen {
+		t.Fatalf("probe released: got %v, want half_open", got)
+	}
+	if !b.Allow() {
+		t.Fatal("probe released: the next call may not probe")
+	}
+	b.Record(true)
+	if got := b.State(); got != BreakerClosed {
+		t.Errorf("second probe succeeded: got %v, want closed", got)
+	}
+}

@@ -232,20 +232,34 @@ func (g *guardedStore) callError(err error) error {
 
 // Return implements engine.Store. Returns are not on the request path; they use the same
 // timeout and breaker, and a failed return only strands tokens until the key's TTL.
+//
+// The breaker records only what the store did: a return the caller's own deadline cuts short,
+// or that comes after it (a Sweep's budget, spent on a thousand returns of a millisecond each to
+// a healthy store), says nothing of the store's health. Counted as failures, such returns opened
+// the breaker on a healthy store, and fail-closed rules then denied every request.
 func (g *guardedStore) Return(ctx context.Context, r engine.ReturnRequest) error {
 	g.order.reached(ctx)
+	if err := ctx.Err(); err != nil {
+		g.returnFailed.Inc()
+		g.journalReturn(r, err, 0)
+		return err
+	}
 	if !g.breaker.Allow() {
 		g.returnFailed.Inc()
 		g.journalReturn(r, ErrCircuitOpen, 0)
 		return ErrCircuitOpen
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(g.timeout, 50*time.Millisecond))
+	callCtx, cancel := context.WithTimeout(ctx, max(g.timeout, 50*time.Millisecond))
 	defer cancel()
 	start := time.Now()
-	err := g.inner.Return(ctx, r)
+	err := g.inner.Return(callCtx, r)
 	took := time.Since(start)
 	g.returnLatency.Observe(took.Seconds())
-	g.breaker.Record(storeOK(err))
+	if err == nil || ctx.Err() == nil {
+		g.breaker.Record(storeOK(err))
+	} else {
+		g.breaker.Release()
+	}
 	if err != nil {
 		g.returnFailed.Inc()
 	} else {

@@ -200,3 +200,56 @@ func storeCallCount(t *testing.T, mx *metrics, op, result string) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// slowReturns gives tokens back after delay, or fails when ctx ends first, and counts the
+// returns it was asked for.
+type slowReturns struct {
+	stubStore
+	delay time.Duration
+	calls *atomic.Int64
+}
+
+func (s slowReturns) Return(ctx context.Context, _ engine.ReturnRequest) error {
+	s.calls.Add(1)
+	select {
+	case <-time.After(s.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestGuardedStoreReturnsPastCallersDeadline gives back tokens as a Sweep does, one return after
+// another under one deadline, to a healthy store that answers each in a millisecond: the returns
+// the deadline cuts short, or that come after it, fail without reaching the store, and the
+// breaker stays closed. Returns that time out on their own open it.
+func TestGuardedStoreReturnsPastCallersDeadline(t *testing.T) {
+	clock := engine.ClockFunc(func() int64 { return time.Now().UnixMilli() })
+	br := newBreaker(3, 60_000, clock, func(from, to BreakerState) {})
+	var calls atomic.Int64
+	g := newGuardedStore(slowReturns{delay: time.Millisecond, calls: &calls}, 50*time.Millisecond, true, br, clock, newOrder(clock, false), nil, newMetrics(nil, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	failed := 0
+	for range 200 {
+		if err := g.Return(ctx, engine.ReturnRequest{Key: "k", N: 1}); err != nil {
+			failed++
+		}
+	}
+	if failed == 0 || calls.Load() >= 200 {
+		t.Fatalf("200 returns of 1 ms under a 20 ms deadline: %d failed, %d reached the store; want some failed, fewer reached it", failed, calls.Load())
+	}
+	if got := br.State(); got != BreakerClosed {
+		t.Errorf("breaker after the caller's deadline: got %v, want closed", got)
+	}
+
+	hung := newGuardedStore(slowReturns{delay: time.Hour, calls: &calls}, time.Millisecond, true, br, clock, newOrder(clock, false), nil, newMetrics(nil, nil))
+	for range 3 {
+		if err := hung.Return(context.Background(), engine.ReturnRequest{Key: "k", N: 1}); err == nil {
+			t.Fatal("a hung store's return: no error")
+		}
+	}
+	if got := br.State(); got != BreakerOpen {
+		t.Errorf("breaker after 3 returns that timed out on their own: got %v, want open", got)
+	}
+}
