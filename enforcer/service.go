@@ -213,7 +213,8 @@ func (rs *ruleState) appendKey(dst []byte, ents []policy.Entry, override *common
 func (rs *ruleState) override(o *commonv3.RateLimitDescriptor_RateLimitOverride) ([]engine.Limit, []*limitView) {
 	ms, _ := overrideWindowMs(o)
 	limits := rs.plan.Override(int64(o.RequestsPerUnit), ms)
-	return limits, []*limitView{newLimitView(rs.name, limits[0].Requests, ms)}
+	// The view shows the override as given, as a rule's shows its limit before sub-sharding.
+	return limits, []*limitView{newLimitView(rs.name, int64(o.RequestsPerUnit), ms)}
 }
 
 // overrideWindowMs converts an override's unit and multiplier to milliseconds.

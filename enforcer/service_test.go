@@ -2,6 +2,7 @@ package enforcer
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -174,6 +175,33 @@ func TestHitsAddendAndOverride(t *testing.T) {
 	}
 	if got := resp.Statuses[0]; got.Code != ok || got.CurrentLimit.GetRequestsPerUnit() != 10 || got.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND || got.LimitRemaining != 9 {
 		t.Errorf("override: got %v, want OK 10/SECOND remaining 9", got)
+	}
+}
+
+// TestOverrideOfShardedRule: a limit override on a sub-sharded rule is shared among the shards
+// as the rule's own limit is, so that the requests of many addresses (spread over the shards)
+// are admitted up to the override, not up to the override times the shard count.
+func TestOverrideOfShardedRule(t *testing.T) {
+	r := testRule("sharded", 400, policy.Stage{Name: policy.StageEnforce}, policy.FailClosed)
+	r.SubShards = &policy.SubShards{Count: 4, Attribute: "ip"}
+	in := spawn(t, &policy.Model{Domains: []*policy.Domain{{Name: "edge", Rules: []*policy.Rule{r}}}}, nil)
+	admitted := 0
+	for i := range 200 {
+		req := request("edge", []string{"stage=sharded", "user=u", fmt.Sprintf("ip=10.0.%d.%d", i/250, i%250)})
+		req.Descriptors[0].Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 40, Unit: typev3.RateLimitUnit_HOUR}
+		resp, err := in.client.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Statuses[0].Code == ok {
+			admitted++
+		}
+		if i == 0 && resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 40 {
+			t.Errorf("current limit: got %v, want the override, 40 an hour", resp.Statuses[0].CurrentLimit)
+		}
+	}
+	if admitted > 40 || admitted < 30 {
+		t.Errorf("override 40 an hour over 4 sub-shards: admitted %d of 200, want 40 at most (10 a shard)", admitted)
 	}
 }
 

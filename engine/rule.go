@@ -85,10 +85,12 @@ func (p *RulePlan) AppendKey(dst []byte, entries []policy.Entry) []byte {
 }
 
 // Override returns the limits of a descriptor that overrides the rule's limits with requests
-// per windowMs (Envoy's limit override): one limit of the rule's first algorithm. The key of
-// such a descriptor is its own.
+// per windowMs (Envoy's limit override): one limit of the rule's first algorithm, and for a
+// sub-sharded rule each shard's share of it, as RuleLimits shares the rule's own limits (each
+// shard's key would otherwise be given the whole override). The key of such a descriptor is its
+// own.
 func (p *RulePlan) Override(requests, windowMs int64) []Limit {
-	return []Limit{{Algorithm: p.Limits[0].Algorithm, Requests: requests, Window: windowMs}}
+	return Shard([]Limit{{Algorithm: p.Limits[0].Algorithm, Requests: requests, Window: windowMs}}, int64(p.Shards))
 }
 
 // LimitOf converts a policy limit into the engine's and validates it. A burst equal to the

@@ -70,8 +70,9 @@ func TestPlanRule(t *testing.T) {
 	if want := (LeaseConfig{MinLease: 5, MaxLease: 200, Lookahead: 250, LowWater: 50, TTL: 2000}); p.Lease != want {
 		t.Errorf("lease: got %+v, want %+v", p.Lease, want)
 	}
-	if got := p.Override(7, 60_000); len(got) != 1 || got[0] != (Limit{Requests: 7, Window: 60_000}) {
-		t.Errorf("override: got %+v", got)
+	// An override is shared among the 16 sub-shards as the rule's own limits are.
+	if got := p.Override(160, 60_000); len(got) != 1 || got[0] != (Limit{Requests: 10, Window: 60_000}) {
+		t.Errorf("override: got %+v, want 10 a shard", got)
 	}
 
 	bad := []*policy.Rule{
