@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -217,7 +218,9 @@ func (rs *ruleState) override(o *commonv3.RateLimitDescriptor_RateLimitOverride)
 	return limits, []*limitView{newLimitView(rs.name, int64(o.RequestsPerUnit), ms)}
 }
 
-// overrideWindowMs converts an override's unit and multiplier to milliseconds.
+// overrideWindowMs converts an override's unit and multiplier to milliseconds. It reports false
+// for an unknown unit, and for a multiplier whose window would overflow (a year times 300
+// million wrapped to a negative window, or to a shorter one).
 func overrideWindowMs(o *commonv3.RateLimitDescriptor_RateLimitOverride) (int64, bool) {
 	var ms int64
 	switch o.Unit {
@@ -237,6 +240,9 @@ func overrideWindowMs(o *commonv3.RateLimitDescriptor_RateLimitOverride) (int64,
 		return 0, false
 	}
 	if m := o.UnitMultiplier; m != nil && m.Value > 1 {
+		if int64(m.Value) > math.MaxInt64/ms {
+			return 0, false
+		}
 		ms *= int64(m.Value)
 	}
 	return ms, true

@@ -224,6 +224,12 @@ func TestInvalidRequests(t *testing.T) {
 			r.Descriptors[0].Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
 			return r
 		}(), "limit override has unit"},
+		{"override window overflows", func() *rlsv3.RateLimitRequest {
+			r := request("edge", []string{"a=b"})
+			r.Descriptors[0].Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1,
+				Unit: typev3.RateLimitUnit_YEAR, UnitMultiplier: wrapperspb.UInt32(584_942_418)}
+			return r
+		}(), "limit override of 584942418 × YEAR is too long a window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := in.client.ShouldRateLimit(context.Background(), tc.req)

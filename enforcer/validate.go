@@ -72,6 +72,9 @@ func validateRequest(req *rlsv3.RateLimitRequest) *invalid {
 				return invalidf(reasonBadOverride, "descriptor %d: limit override has requests_per_unit 0", i)
 			}
 			if _, ok := overrideWindowMs(l); !ok {
+				if l.UnitMultiplier != nil && l.UnitMultiplier.Value > 1 {
+					return invalidf(reasonBadOverride, "descriptor %d: limit override of %d × %v is too long a window", i, l.UnitMultiplier.Value, l.Unit)
+				}
 				return invalidf(reasonBadOverride, "descriptor %d: limit override has unit %v", i, l.Unit)
 			}
 		}
