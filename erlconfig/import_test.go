@@ -330,6 +330,13 @@ func TestParseStrict(t *testing.T) {
 		{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {}\n", "rate_limit has no unit (want second, minute, hour, day, week, month or year):\n    f.yaml:4:17"},
 		{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, name: n, replaces: [{name: n}]}\n", "replaces names the limit's own name \"n\":\n    f.yaml:4:74"},
 		{"domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n", "share_threshold needs a wildcard value (ending in '*'):\n    f.yaml:5:5"},
+		// ERL refuses a number with a fraction anywhere; read here, 10.9 requests became 10.
+		{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 10.9}\n",
+			"requests_per_unit 10.9 is a number with a fraction or an exponent, which ERL refuses (quote it for a string):\n    f.yaml:4:51"},
+		{"domain: d\ndescriptors:\n  - key: a\n    value: 1.5\n",
+			"value 1.5 is a number with a fraction or an exponent, which ERL refuses (quote it for a string):\n    f.yaml:4:12"},
+		{"domain: d\ndescriptors:\n  - key: a\n    value: 1e3\n",
+			"value 1e3 is a number with a fraction or an exponent, which ERL refuses (quote it for a string):\n    f.yaml:4:12"},
 	} {
 		_, err := erlconfig.Parse("f.yaml", []byte(tc.in))
 		if err == nil || err.Error() != tc.want {

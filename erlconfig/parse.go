@@ -135,6 +135,13 @@ func (p *parser) mapping(n *yaml.Node, what string, keys []string, f func(key st
 			continue
 		}
 		seen[key] = p.pos(k)
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!float" {
+			// ERL's loader (validateYamlKeys) takes a string, a whole number, true, false or
+			// null as a value, and refuses the whole file for any other: a limit of 10.9 would
+			// not load there, nor be read as 10 here.
+			p.errorf(p.pos(v), "%s %s is a number with a fraction or an exponent, which ERL refuses (quote it for a string)", key, v.Value)
+			continue
+		}
 		f(key, k, v)
 	}
 	return seen
