@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
@@ -156,7 +157,7 @@ func (c Config) Marshal(f Format) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return append(b, '\n'), nil
+		return append(escapeForYAML(b), '\n'), nil
 	case YAML:
 		var buf bytes.Buffer
 		fmt.Fprintf(&buf, "# envoyproxy/ratelimit configuration of domain %s, rendered by rlctl from its policy.\n", c.Domain)
@@ -172,6 +173,27 @@ func (c Config) Marshal(f Format) ([]byte, error) {
 		return buf.Bytes(), nil
 	}
 	return nil, fmt.Errorf("erlconfig: unknown format %q", f)
+}
+
+// escapeForYAML escapes, as \uXXXX, the characters that encoding/json writes as they are but
+// that a YAML reader such as ERL's does not read back as written: U+0085 (NEL), which it reads as
+// a line break, and DEL, the C1 controls, U+FEFF, U+FFFE and U+FFFF, which it refuses. JSON holds
+// them only inside strings, where the escape means the same character.
+func escapeForYAML(b []byte) []byte {
+	var out []byte
+	done := 0
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0xfeff || r == 0xfffe || r == 0xffff {
+			out = fmt.Appendf(append(out, b[done:i]...), `\u%04x`, r)
+			done = i + n
+		}
+		i += n
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[done:]...)
 }
 
 // Proto returns c as the xDS resource that ERL loads with CONFIG_TYPE=GRPC_XDS_SOTW, named after

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	yamlv2 "go.yaml.in/yaml/v2"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlctl/rlctl/policy"
@@ -199,5 +200,34 @@ func TestProto(t *testing.T) {
 	}
 	if len(notes) != 1 || notes[0].Rule != "r" || notes[0].Domain != "d" || !strings.HasPrefix(notes[0].Message, "quota_mode served over xDS as shadow_mode") {
 		t.Errorf("notes: got %+v, want one for rule r's quota_mode", notes)
+	}
+}
+
+// TestMarshalJSONReadsBackAsYAML: ERL reads the JSON encoding with a YAML parser (yaml.v2), which
+// takes U+0085 for a line break and refuses DEL, the C1 controls and U+FEFF: Marshal escapes
+// them, and every value reads back as written.
+func TestMarshalJSONReadsBackAsYAML(t *testing.T) {
+	values := []string{"\u0085nel", "del\x7f", "c1\u0090", "bom\ufeff", "\uffff", "plain", "é, ü, 日本", "tab\tnl\n"}
+	c := Config{Domain: "d"}
+	for i, v := range values {
+		c.Descriptors = append(c.Descriptors, Descriptor{Key: "k", Value: v, RateLimit: &RateLimit{Unit: Second, RequestsPerUnit: uint32(i + 1)}})
+	}
+	b, err := c.Marshal(JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Descriptors []struct{ Value string }
+	}
+	if err := yamlv2.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("yaml.v2 cannot read the JSON: %v\n%s", err, b)
+	}
+	if len(doc.Descriptors) != len(values) {
+		t.Fatalf("read back %d descriptors, want %d", len(doc.Descriptors), len(values))
+	}
+	for i, d := range doc.Descriptors {
+		if d.Value != values[i] {
+			t.Errorf("descriptor %d: read back %q, want %q", i, d.Value, values[i])
+		}
 	}
 }
