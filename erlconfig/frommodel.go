@@ -59,7 +59,10 @@ type Note struct {
 //   - sub-shards are dropped: ERL counts the rule in one key, and Envoy must send the rule's
 //     descriptor without the trailing shard entry;
 //   - a rule whose descriptor ERL would read as another's (it joins key and value with '_', so
-//     a="b_c" and a_b="c" collide) is left out.
+//     a="b_c" and a_b="c" collide) is left out;
+//   - a descriptor that ERL also matches for entries of another key is noted with the entries
+//     (crossKeyMatches: beside keys "user" and "user_tier", the entry user="tier" selects the
+//     descriptor of key "user_tier").
 //
 // An identity-waterfall key gives an Assumption note per domain: the values rules match, such as
 // "api_key:*", are exact only if Envoy sends "<tier>:<identity>" values, as the envoy target's
@@ -115,8 +118,29 @@ func fromDomain(d *policy.Domain) (Config, []Note) {
 		leaf.rule = r.Name
 		leaf.d.RateLimit, leaf.d.ShadowMode, leaf.d.QuotaMode = n.rule(r)
 	}
+	descs := root.descriptors()
+	n.crossKeys(d, descs)
 	n.identity(d)
-	return Config{Domain: d.Name, Descriptors: root.descriptors()}, n.list
+	return Config{Domain: d.Name, Descriptors: descs}, n.list
+}
+
+// crossKeys notes each descriptor of descs, converted from domain d, that ERL also matches for
+// entries of another key that Envoy sends beside its own (crossKeyMatches): those requests
+// ERL limits by that descriptor's limit, and rlctl does not.
+func (n *notes) crossKeys(d *policy.Domain, descs []Descriptor) {
+	shapes := make([][]string, len(d.Rules))
+	pos := map[string]policy.Pos{}
+	for i, r := range d.Rules {
+		for _, m := range r.Match {
+			shapes[i] = append(shapes[i], m.Key)
+		}
+		pos[r.Name] = r.Pos
+	}
+	for _, x := range crossKeyMatches(descs, shapes) {
+		rule := ruleOf(x.d)
+		n.add(Approximation, rule, pos[rule], "descriptor %s: ERL also matches %s to it, since it looks an entry up by its key and value joined with '_'; rlctl does not",
+			x.d.text(), x.which)
+	}
 }
 
 // collision reports whether r's path meets, at some level, a descriptor with the same composite

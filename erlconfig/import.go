@@ -62,6 +62,10 @@ func Import(cfgs []*Config) (files []File, notes policy.Problems, err error) {
 		}
 		di := &domainImport{cfg: c, keyPos: map[string]policy.Pos{}}
 		im.walk(di, c.Descriptors, nil)
+		for _, x := range crossKeyMatches(c.Descriptors, paths(c.Descriptors, nil, nil)) {
+			im.note(x.d.Pos, "ERL also matches %s to this descriptor, since it looks an entry up by its key and value joined with '_'; rlctl matches an entry by its key, so it limits those requests otherwise",
+				x.which)
+		}
 		di.name()
 		out = append(out, di)
 	}
@@ -78,6 +82,16 @@ func Import(cfgs []*Config) (files []File, notes policy.Problems, err error) {
 	}
 	im.notes.Sort()
 	return files, im.notes, nil
+}
+
+// paths appends to out the keys of the path to each descriptor of ds (below a path of keys
+// prefix): the shapes of descriptor that the configuration limits, and so that Envoy sends.
+func paths(ds []Descriptor, prefix []string, out [][]string) [][]string {
+	for _, d := range ds {
+		p := append(prefix[:len(prefix):len(prefix)], d.Key)
+		out = paths(d.Descriptors, p, append(out, p))
+	}
+	return out
 }
 
 // validName is what rlctl requires of a domain, rule or source name and of a match key.

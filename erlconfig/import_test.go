@@ -229,6 +229,40 @@ func TestImportNotes(t *testing.T) {
 	}
 }
 
+// TestImportNotesCrossKeys: a descriptor that ERL matches for entries of another key is imported
+// with a note saying which, since rlctl matches entries by key.
+func TestImportNotesCrossKeys(t *testing.T) {
+	cfg, err := erlconfig.Parse("x.yaml", []byte(`domain: d
+descriptors:
+  - key: user
+    value: "*"
+    rate_limit: {unit: minute, requests_per_unit: 10, name: all_users}
+  - key: user_tier
+    rate_limit: {unit: minute, requests_per_unit: 1000, name: tiers}
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 5, name: tenants}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, notes, err := erlconfig.Import([]*erlconfig.Config{cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range notes {
+		got = append(got, n.String())
+	}
+	const why = ", since it looks an entry up by its key and value joined with '_'; rlctl matches an entry by its key, so it limits those requests otherwise:\n    "
+	want := []string{
+		`ERL also matches every entry of key user_tier that no exact user_tier descriptor beside it matches ("user_tier_" starts with "user_") to this descriptor` + why + "x.yaml:3:5",
+		`ERL also matches the entry user="tier" to this descriptor` + why + "x.yaml:6:5",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got notes\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestImportRefuses: each testdata/bad file is refused with every problem at its file:line:col,
 // and nothing is returned.
 func TestImportRefuses(t *testing.T) {

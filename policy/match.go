@@ -98,7 +98,8 @@ func (n *node) intern(keys map[string]string) {
 }
 
 // Lookup returns the rule that the descriptor entries select, with envoyproxy/ratelimit's
-// semantics. At each level it takes the child whose key and value equal the entry's, else the
+// semantics for entries of the rules' keys (ERL compares key and value joined with '_', and so
+// can also take a child of another key: erlconfig notes where it would). At each level it takes the child whose key and value equal the entry's, else the
 // first wildcard child (declared value "prefix*") in declared order whose key is the entry's and
 // whose prefix starts the entry's value, else the key-only child. It never backtracks: once a
 // child is taken, a failure deeper down is a miss. The descriptor's depth must equal the rule's.
