@@ -287,7 +287,12 @@ func (di *domainImport) name() {
 		}
 	}
 	for _, r := range di.rules {
-		if r.name != "" {
+		switch {
+		case r.name == "":
+		case validName.MatchString(r.name):
+			// As rlctl names it: render writes a rule's name, and import gives it back.
+			r.name = unique(r.name)
+		default:
 			r.name = unique(sanitize(r.name))
 		}
 	}

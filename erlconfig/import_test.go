@@ -196,6 +196,43 @@ func TestImportNames(t *testing.T) {
 	}
 }
 
+// TestImportKeepsValidNames: a rate_limit's name that is a valid rlctl rule name, '-' and '.'
+// included, is kept as it is, so that rendering an import gives back the names a render wrote.
+func TestImportKeepsValidNames(t *testing.T) {
+	cfg, err := erlconfig.Parse("n.yaml", []byte(`domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 1, name: login-burst}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 1, name: v1.login}
+  - key: c
+    rate_limit: {unit: minute, requests_per_unit: 1, name: "bad name!"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _, err := erlconfig.Import([]*erlconfig.Config{cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, files[0].Name), files[0].Data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := schema.Load(dir)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, files[0].Data)
+	}
+	var got []string
+	for _, r := range m.Domains[0].Rules {
+		got = append(got, r.Name)
+	}
+	slices.Sort(got)
+	if want := []string{"bad_name", "login-burst", "v1.login"}; !slices.Equal(got, want) {
+		t.Errorf("got rules %q, want %q", got, want)
+	}
+}
+
 func describe(ms []policy.Match) string {
 	var parts []string
 	for _, m := range ms {
