@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -175,6 +176,21 @@ func TestHitsAddendAndOverride(t *testing.T) {
 	}
 	if got := resp.Statuses[0]; got.Code != ok || got.CurrentLimit.GetRequestsPerUnit() != 10 || got.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND || got.LimitRemaining != 9 {
 		t.Errorf("override: got %v, want OK 10/SECOND remaining 9", got)
+	}
+}
+
+// TestRemainingOnLeaseHits: limit_remaining is what the key can still grant, the store's
+// remaining at its last reply plus the local lease, on the request that leased tokens and on the
+// hits that spend them locally after it (which reported the lease alone: 999, then 18, 17).
+func TestRemainingOnLeaseHits(t *testing.T) {
+	r := testRule("leased", 1000, policy.Stage{Name: policy.StageEnforce}, policy.FailClosed)
+	r.Lease = policyfixture.Lease(policyfixture.Bounds(20, 20), policyfixture.TTL(10_000), policyfixture.UnsetWatermark())
+	in := spawn(t, &policy.Model{Domains: []*policy.Domain{{Name: "edge", Rules: []*policy.Rule{r}}}}, nil)
+	for i := range 5 {
+		st := in.ask(t, "edge", []string{"stage=leased", "user=u"}).Statuses[0]
+		if want := uint32(999 - i); st.LimitRemaining != want {
+			t.Errorf("request %d: limit_remaining %d, want %d", i+1, st.LimitRemaining, want)
+		}
 	}
 }
 

@@ -149,10 +149,13 @@ type LeaseManager struct {
 type lease struct {
 	// Line 1: what a local hit and every visit from Sweep read.
 	balance  plainable    // tokens spendable without I/O
-	lowWater atomic.Int64 // prefetch below this balance
-	resetAt  atomic.Int64 // local ms: the last store reply's reset instant
-	expires  int64        // mu; local ms: Sweep returns the balance from then on
-	blocked  int64        // mu; local ms: requests costing blockFor or more are denied before
+	lowWater atomic.Int32 // prefetch below this balance (at most MaxInt32: setLowWater)
+	// left is what the store reported the key holds at its last reply (at most MaxUint32, the
+	// most an RLS status carries): a hit reports it plus the balance, as the reply did.
+	left    atomic.Uint32
+	resetAt atomic.Int64 // local ms: the last store reply's reset instant
+	expires int64        // mu; local ms: Sweep returns the balance from then on
+	blocked int64        // mu; local ms: requests costing blockFor or more are denied before
 	// dueAt is the time of the lease's live entry in m.due (notDue when
 	// it has none); other entries for it are stale. freshAt is 1 + the
 	// lease's index in m.fresh while it is there, else 0. Guarded by
@@ -231,8 +234,9 @@ type Decision struct {
 	// Local reports that no store call was made: a hit on the local
 	// balance, or a short-circuited denial.
 	Local bool
-	// Remaining is the local balance after a hit, or what the store
-	// reported the key still holds.
+	// Remaining is what the key can still grant: what the store reported
+	// it holds at its last reply, plus the local balance after the
+	// request (after a denial by the store, what it reported).
 	Remaining int64
 	// RetryAfter is, for a denial, the ms until the request could succeed,
 	// or Never.
@@ -360,7 +364,7 @@ func (m *LeaseManager) spend(l *lease, cost int64) (int64, bool) {
 // refill starts a prefetch when the balance left, rest, is below the low
 // watermark and none is in flight. It is inlined; prefetch is not.
 func (m *LeaseManager) refill(l *lease, rest int64) {
-	if rest < l.lowWater.Load() {
+	if rest < int64(l.lowWater.Load()) {
 		m.prefetch(l)
 	}
 }
@@ -370,7 +374,7 @@ func (m *LeaseManager) refill(l *lease, rest int64) {
 // fields to live in registers, and building it as a literal and copying it
 // costs a hit a third of its time.
 func (m *LeaseManager) hit(d *Decision, l *lease, rest int64) {
-	d.OK, d.Local, d.Remaining = true, true, rest
+	d.OK, d.Local, d.Remaining = true, true, rest+int64(l.left.Load())
 	d.ResetAfter = max(0, l.resetAt.Load()-m.seen.Load())
 	d.Limiting = int(l.limiting.Load())
 }
@@ -551,7 +555,14 @@ const spareAge = MinTTL
 func (m *LeaseManager) renew(l *lease, key string, limits []Limit) {
 	*l = lease{key: key, m: m, size: m.cfg.MinLease, dueAt: notDue, gen: l.gen + 1, fetch: l.fetch, hint: l.hint.renewed()}
 	l.setLimits(limits)
-	l.lowWater.Store(m.lowWater(l.size))
+	l.setLowWater(m.lowWater(l.size))
+}
+
+// setLowWater sets the balance below which a prefetch starts, capped at MaxInt32 so that it
+// shares a word of the lease's first line with left: a lease of more than two billion tokens
+// prefetches once its balance is under that.
+func (l *lease) setLowWater(v int64) {
+	l.lowWater.Store(int32(min(v, math.MaxInt32)))
 }
 
 // setLimits records the key's limits (a reload may change them) and the
@@ -619,7 +630,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 		if m.single {
 			m.held -= cost
 		}
-		d := Decision{OK: true, Local: true, Remaining: b - cost, Limiting: int(l.limiting.Load()), ResetAfter: max(0, l.resetAt.Load()-now)}
+		d := Decision{OK: true, Local: true, Remaining: b - cost + int64(l.left.Load()), Limiting: int(l.limiting.Load()), ResetAfter: max(0, l.resetAt.Load()-now)}
 		m.unlock(l)
 		return d, nil
 	}
@@ -735,7 +746,7 @@ func (l *lease) observe(m *LeaseManager, now int64) {
 	la := m.cfg.Lookahead
 	size := la * (l.size + (used - l.seenUsed)) / (la + elapsed)
 	l.size = clamp(size, m.cfg.MinLease, m.cfg.MaxLease)
-	l.lowWater.Store(m.lowWater(l.size))
+	l.setLowWater(m.lowWater(l.size))
 	l.lastSeen, l.seenUsed = max(l.lastSeen, now), used
 }
 
@@ -754,6 +765,7 @@ func (m *LeaseManager) landed(l *lease, now int64, limits []Limit, res Result, c
 	l.replied = true
 	l.resetAt.Store(now + res.ResetAfter)
 	l.limiting.Store(int32(res.Limiting))
+	l.left.Store(uint32(min(max(res.Remaining, 0), math.MaxUint32)))
 	l.rate.sample(l, now)
 	lim := limits[min(max(res.Limiting, 0), len(limits)-1)]
 	batch := m.dryBatch(l, lim)

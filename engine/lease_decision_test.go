@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"testing"
 )
 
@@ -23,10 +24,11 @@ func TestLeaseDecisionReset(t *testing.T) {
 		// Store: a lease of 4 leaves the bucket 6 tokens, 400 ms from full.
 		{t: 1000, cost: 1, want: Decision{OK: true, Remaining: 6 + 3, ResetAfter: 400, Limiting: 1}},
 		// Hit: the reset instant 1400 counted down to the last clock
-		// reading, 1000, not to 1100.
-		{t: 1100, cost: 1, want: Decision{OK: true, Local: true, Remaining: 2, ResetAfter: 400, Limiting: 1}},
+		// reading, 1000, not to 1100; remaining, the store's 6 at its
+		// reply and the balance.
+		{t: 1100, cost: 1, want: Decision{OK: true, Local: true, Remaining: 6 + 2, ResetAfter: 400, Limiting: 1}},
 		// Sweep read the clock at 1300.
-		{t: 1300, cost: 1, sweep: true, want: Decision{OK: true, Local: true, Remaining: 1, ResetAfter: 100, Limiting: 1}},
+		{t: 1300, cost: 1, sweep: true, want: Decision{OK: true, Local: true, Remaining: 6 + 1, ResetAfter: 100, Limiting: 1}},
 		// Store: the bucket refilled to 9 tokens; 5 more leave 4, 600 ms from full.
 		{t: 1300, cost: 5, want: Decision{OK: true, Remaining: 4 + 1, ResetAfter: 600, Limiting: 1}},
 		// Over capacity: local, from the last reply, counted down to now.
@@ -80,19 +82,34 @@ func TestLeaseLowWater(t *testing.T) {
 			v := &virtual{now: 1000, latency: 5}
 			c.cfg.MinLease, c.cfg.MaxLease = 10, 10
 			m := newTestManager(t, NewMemory(nil), v, c.cfg)
-			d, err := m.Take(ctx, "k", limits, 1) // the first lease: balance 9
-			for err == nil && m.Stats().Fetches == 1 && d.Remaining > 0 {
+			// The first lease: balance 9, and the store 990, which a hit's Remaining adds
+			// until the prefetch's reply lands.
+			const left = 1000 - 10
+			d, err := m.Take(ctx, "k", limits, 1)
+			for err == nil && m.Stats().Fetches == 1 && d.Remaining > left {
 				d, err = m.Take(ctx, "k", limits, 1)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Stats().Fetches != 2 || d.Remaining != c.balance {
-				t.Errorf("prefetch %d started at balance %d, want at %d", m.Stats().Fetches-1, d.Remaining, c.balance)
+			if m.Stats().Fetches != 2 || d.Remaining-left != c.balance {
+				t.Errorf("prefetch %d started at balance %d, want at %d", m.Stats().Fetches-1, d.Remaining-left, c.balance)
 			}
 		})
 	}
 	if _, err := NewLeaseManager(LeaseConfig{Store: NewMemory(nil), Clock: &virtual{}, LowWater: -1}); err == nil {
 		t.Error("negative LowWater accepted")
+	}
+}
+
+// TestLeaseLowWaterCap: the low watermark shares a word with the store's remaining, and a lease
+// of more than MaxInt32 tokens prefetches below MaxInt32.
+func TestLeaseLowWaterCap(t *testing.T) {
+	var l lease
+	for _, c := range []struct{ set, want int64 }{{0, 0}, {250, 250}, {math.MaxInt32, math.MaxInt32}, {1 << 40, math.MaxInt32}} {
+		l.setLowWater(c.set)
+		if got := int64(l.lowWater.Load()); got != c.want {
+			t.Errorf("setLowWater(%d): got %d, want %d", c.set, got, c.want)
+		}
 	}
 }
