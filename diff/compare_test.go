@@ -125,6 +125,8 @@ func TestCompare(t *testing.T) {
 		}, []change{{"pay", KindStageSkipped, "pay: stage shadow since 2025-01-01 → canary 10%"}}},
 		{"stage since", func(m *policy.Model) { m.Domains[0].Rules[0].Stage.Since = "2025-03-01" },
 			[]change{{"pay", KindStageSince, "pay: shadow since 2025-01-01 → 2025-03-01"}}},
+		{"hold set (rollout pause)", func(m *policy.Model) { m.Domains[0].Rules[0].Stage.Hold = "incident 42" },
+			[]change{{"pay", KindStageHold, `pay: hold none → "incident 42"`}}},
 		{"failure mode and reason", func(m *policy.Model) {
 			m.Domains[0].Rules[0].FailureMode, m.Domains[0].Rules[0].FailureReason = policy.FailClosed, "ledger"
 		}, []change{{"pay", KindFailureMode, "pay: failure mode open → closed"},

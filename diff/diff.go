@@ -78,6 +78,7 @@ const (
 	KindStageSkipped    Kind = "stage_skipped"     // more than one stage on
 	KindStageRolledBack Kind = "stage_rolled_back" // any stage back, or a lower canary percent
 	KindStageSince      Kind = "stage_since"       // the same stage, another since date
+	KindStageHold       Kind = "stage_hold"        // a hold (rollout pause) set, changed or lifted
 	KindFailureMode     Kind = "failure_mode"      // fail open or closed
 	KindFailureReason   Kind = "failure_reason"    // the reason for the failure mode
 	KindFallback        Kind = "fallback"          // the local bucket while the store is away
@@ -95,7 +96,7 @@ const (
 // Kinds lists every Kind in order.
 var Kinds = []Kind{KindAdded, KindRemoved, KindRenamed, KindMatch, KindDescriptor, KindLimitTightened,
 	KindLimitLoosened, KindWindow, KindBurst, KindAlgorithm, KindCost, KindStageAdvanced, KindStageSkipped,
-	KindStageRolledBack, KindStageSince, KindFailureMode, KindFailureReason, KindFallback, KindStoreTimeout,
+	KindStageRolledBack, KindStageSince, KindStageHold, KindFailureMode, KindFailureReason, KindFallback, KindStoreTimeout,
 	KindLease, KindSubShards, KindRegions, KindOwner, KindCapacity, KindDriftTolerance, KindLegit,
 	KindDomainSetting}
 

@@ -229,10 +229,21 @@ func pairLimits(bs, hs []policy.Limit) []limitPair {
 	return pairs
 }
 
-// stage reports a move between stages, a canary percent or a new since date.
+// stage reports a move between stages, a canary percent or a new since date, and a hold set,
+// changed or lifted (rlctl rollout pause and resume).
 func (d *ruleDiff) stage() {
 	b, h := d.b.Stage, d.h.Stage
 	bp, hp := cmpPos(b.Pos, d.b.Pos), cmpPos(h.Pos, d.h.Pos)
+	if b.Hold != h.Hold {
+		before, after := b.Hold, h.Hold
+		if before != "" {
+			before = strconv.Quote(before)
+		}
+		if after != "" {
+			after = strconv.Quote(after)
+		}
+		d.addAt(KindStageHold, "hold", before, after, bp, hp)
+	}
 	ob, oh := stageOrder(b.Name), stageOrder(h.Name)
 	var kind Kind
 	switch {
