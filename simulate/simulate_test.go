@@ -260,6 +260,32 @@ func TestThresholds(t *testing.T) {
 			t.Errorf("%s: got crossed %v (failed %v), want %v", tt.expr, got, r.Failed, tt.crossed)
 		}
 	}
+	// A percentage is exact where its rate is: of 100 requests 35 denied is a deny rate of
+	// 0.35, at which >=35% is crossed and <35% is not, as with the fraction written out.
+	exact := &report.Report{Requests: 100, Totals: report.Totals{DenyRate: 0.35}}
+	for _, tt := range []struct {
+		expr    string
+		crossed bool
+	}{{"deny_rate>=35%", true}, {"deny_rate<35%", false}, {"deny_rate>=0.35", true}, {"deny_rate<=35%", true}} {
+		th, err := ParseThreshold(tt.expr)
+		if err != nil {
+			t.Fatalf("ParseThreshold(%q): %v", tt.expr, err)
+		}
+		exact.Failed = false
+		Evaluate(exact, []Threshold{th})
+		if got := exact.Thresholds[0].Crossed; got != tt.crossed {
+			t.Errorf("%s at a deny rate of 35/100: got crossed %v, want %v", tt.expr, got, tt.crossed)
+		}
+	}
+	for p := 1; p < 100; p++ {
+		th, err := ParseThreshold(fmt.Sprintf("deny_rate>=%d%%", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := float64(p) / 100; th.Value != want {
+			t.Errorf("deny_rate>=%d%%: value %v, want %v", p, th.Value, want)
+		}
+	}
 	for _, bad := range []string{"nonsense", "happiness>1", "would_deny>lots", "denied>NaN", "deny_rate<Inf%", "would_deny>-inf"} {
 		if _, err := ParseThreshold(bad); err == nil || !strings.HasPrefix(err.Error(), "--fail-if ") {
 			t.Errorf("ParseThreshold(%q): got %v, want an error naming --fail-if", bad, err)

@@ -64,15 +64,17 @@ func ParseThreshold(s string) (Threshold, error) {
 		if _, ok := Metrics[metric]; !ok {
 			return Threshold{}, fmt.Errorf("--fail-if %q: unknown metric %q (want one of %s)", s, metric, strings.Join(MetricNames(), ", "))
 		}
-		num, scale := val, 1.0
-		if strings.HasSuffix(val, "%") {
-			num, scale = val[:len(val)-1], 0.01
-		}
+		num, percent := strings.CutSuffix(val, "%")
 		v, err := strconv.ParseFloat(num, 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return Threshold{}, fmt.Errorf("--fail-if %q: value %q is not a finite number", s, val)
 		}
-		return Threshold{Expr: s, Metric: metric, Op: op, Value: v * scale}, nil
+		if percent {
+			// Divided, not multiplied by 0.01: 35 × 0.01 is 0.35000000000000003, above the
+			// 0.35 of 35 requests in 100, and deny_rate>=35% would not be crossed there.
+			v /= 100
+		}
+		return Threshold{Expr: s, Metric: metric, Op: op, Value: v}, nil
 	}
 	return Threshold{}, fmt.Errorf("--fail-if %q: want METRIC OP VALUE, such as false_positive_rate>0.5%%", s)
 }
