@@ -444,6 +444,26 @@ func TestLongLine(t *testing.T) {
 	}
 }
 
+// TestLineLimit: the 1 MiB limit is on a line without its end, whatever the end (\n, \r\n or
+// none, at the end of the file): a line of exactly 1 MiB is read, one byte more is a bad line.
+func TestLineLimit(t *testing.T) {
+	line := func(n int) string { // a JSON line of n bytes
+		head := `{"ts":1,"path":"`
+		return head + strings.Repeat("a", n-len(head)-2) + `"}`
+	}
+	for _, end := range []string{"\n", "\r\n", ""} {
+		for _, tc := range []struct {
+			n       int
+			records int
+		}{{maxLine, 1}, {maxLine + 1, 0}} {
+			recs, bad := readAll(t, line(tc.n)+end, Options{})
+			if len(recs) != tc.records || len(recs)+len(bad) != 1 {
+				t.Errorf("a line of %d bytes ending %q: got %d records, %d bad; want %d records", tc.n, end, len(recs), len(bad), tc.records)
+			}
+		}
+	}
+}
+
 // TestReadArenaMatchesRead reads the same log with Read and with ReadArena into one small reused
 // arena (so lines spill into new buffers): the records must be equal, and records read into
 // the arena before it was reused must not change while later lines are read.

@@ -25,7 +25,7 @@ import (
 //     end. A UTF-8 byte order mark that starts the log (after gzip) is not part of line 1.
 //   - A line is blank when nothing but white space (strings.TrimSpace, after its "\r\n")
 //     remains; blank lines are skipped, neither records nor bad lines. A line longer than
-//     1 MiB with its newline is a bad line even if blank.
+//     1 MiB without its line end is a bad line even if blank.
 //   - With CSV, the first line that is not blank is the header row: neither a record nor a bad
 //     line, so lines = records + bad lines + 1. A header row NewReader refuses ends the log
 //     before any record (its error names the header row).
@@ -186,14 +186,10 @@ func logContent(log string) (string, error) {
 func countedLines(content string, csv bool) (lines int64, counted []int64) {
 	headerRead := !csv
 	for rest := content; rest != ""; {
-		line, after, nl := strings.Cut(rest, "\n")
+		line, after, _ := strings.Cut(rest, "\n")
 		rest = after
 		lines++
-		size := len(line)
-		if nl {
-			size++
-		}
-		if size <= maxLine && strings.TrimSpace(line) == "" {
+		if len(strings.TrimRight(line, "\r")) <= maxLine && strings.TrimSpace(line) == "" {
 			continue
 		}
 		if !headerRead {

@@ -280,10 +280,10 @@ func (r *Reader) readRaw(arena *[]byte) (string, int64, error) {
 			return "", 0, r.readError(err)
 		}
 		r.line++
+		line = trimEOL(line) // the limit is on the line, not its end
 		if len(line) > maxLine {
 			return "", r.line, lineError(r.name, r.line, errLongLine, unsafe.String(unsafe.SliceData(line), len(line)))
 		}
-		line = trimEOL(line)
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -320,7 +320,7 @@ func (r *Reader) readCSVHeader(c *csvState, m Mapping) error {
 			return r.readError(err)
 		}
 		r.line++
-		if len(line) > maxLine {
+		if len(trimEOL(line)) > maxLine {
 			return fmt.Errorf("%s:%d: csv header row longer than 1 MiB", r.name, r.line)
 		}
 		s := strings.TrimRight(string(line), "\r\n")
