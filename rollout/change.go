@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/rlctl/rlctl/diff"
+	"github.com/rlctl/rlctl/internal/atomicfile"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/revision"
 	"github.com/rlctl/rlctl/schema"
@@ -99,18 +100,16 @@ func Prepare(m *policy.Model, files Files, edits []Edit) (*Edited, error) {
 	return e, nil
 }
 
-// Write writes the edited files in place.
+// Write replaces the edited files, each keeping its mode: all of them or, when one cannot be
+// written (a full disk), none, so that a failed promotion leaves no rule promoted in one file and
+// not in another, and no file cut off (atomicfile.WriteFiles).
 func (e *Edited) Write() error {
-	for _, p := range e.Paths() {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, e.Files[p].After, fi.Mode().Perm()); err != nil {
-			return err
-		}
+	paths := e.Paths()
+	contents := make([][]byte, len(paths))
+	for i, p := range paths {
+		contents[i] = e.Files[p].After
 	}
-	return nil
+	return atomicfile.WriteFiles(paths, contents)
 }
 
 // Paths are the changed files' paths, sorted.

@@ -29,7 +29,54 @@ func (e *Error) Unwrap() error { return e.Err }
 // one). path may be a symbolic link, whose target is replaced. A path that names a device, a
 // named pipe or a socket is opened and written as it is, as it cannot be replaced; one that
 // names a directory fails before anything is written. Every error is an *Error.
-func Write(path string, write func(io.Writer) error) (err error) {
+func Write(path string, write func(io.Writer) error) error {
+	st, err := stage(path, write)
+	if err != nil {
+		return err
+	}
+	return st.commit()
+}
+
+// WriteFiles writes each file of paths with its content as Write does, all of them or none as
+// far as the filesystem allows: every content is written to its temporary file first, and the
+// files are renamed over their paths only once all are written. A failure before then (a full
+// disk, say) leaves every file as it was. Every error is an *Error.
+func WriteFiles(paths []string, contents [][]byte) error {
+	var pending []*staged
+	defer func() {
+		for _, st := range pending {
+			st.abandon() // those not committed
+		}
+	}()
+	for i, p := range paths {
+		b := contents[i]
+		st, err := stage(p, func(w io.Writer) error { _, err := w.Write(b); return err })
+		if err != nil {
+			return err
+		}
+		pending = append(pending, st)
+	}
+	for len(pending) > 0 {
+		if err := pending[0].commit(); err != nil {
+			return err
+		}
+		pending = pending[1:]
+	}
+	return nil
+}
+
+// staged is a file's new content written to a temporary file beside it, to be renamed over it
+// (commit) or removed (abandon). One whose path is no regular file was written in place: it has
+// no temporary file.
+type staged struct {
+	path, target string
+	tmp          *os.File
+	done         bool
+}
+
+// stage writes what write writes to a temporary file for path (see Write), or to path itself
+// when it is no regular file.
+func stage(path string, write func(io.Writer) error) (*staged, error) {
 	fail := func(err error) error {
 		return &Error{Path: path, Err: unwrapPath(err)} // a path error's path is the temporary file's
 	}
@@ -39,9 +86,9 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	switch fi, err := os.Stat(path); {
 	case err != nil: // a new file
 	case fi.IsDir():
-		return &Error{Path: path, Err: errors.New("is a directory")}
+		return nil, &Error{Path: path, Err: errors.New("is a directory")}
 	case !fi.Mode().IsRegular():
-		return writeInPlace(path, write, fail)
+		return &staged{path: path, done: true}, writeInPlace(path, write, fail)
 	default:
 		mode = fi.Mode().Perm()
 	}
@@ -49,27 +96,44 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	dir := filepath.Dir(target)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".tmp*")
 	if err != nil {
-		return fail(fmt.Errorf("cannot create a file in %s: %w", dir, unwrapPath(err)))
+		return nil, fail(fmt.Errorf("cannot create a file in %s: %w", dir, unwrapPath(err)))
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return fail(err)
+	st := &staged{path: path, target: target, tmp: tmp}
+	err = write(tmp)
+	if err == nil {
+		err = tmp.Chmod(mode)
 	}
-	if err := tmp.Chmod(mode); err != nil {
-		return fail(err)
+	if err == nil {
+		err = tmp.Close()
 	}
-	if err := tmp.Close(); err != nil {
-		return fail(err)
+	if err != nil {
+		st.abandon()
+		return nil, fail(err)
 	}
-	if err := os.Rename(tmp.Name(), target); err != nil {
-		return fail(err)
+	return st, nil
+}
+
+// commit renames the temporary file over the file.
+func (st *staged) commit() error {
+	if st.done {
+		return nil
+	}
+	st.done = true
+	if err := os.Rename(st.tmp.Name(), st.target); err != nil {
+		os.Remove(st.tmp.Name())
+		return &Error{Path: st.path, Err: unwrapPath(err)}
 	}
 	return nil
+}
+
+// abandon removes the temporary file, unless it was committed.
+func (st *staged) abandon() {
+	if st.done {
+		return
+	}
+	st.done = true
+	st.tmp.Close()
+	os.Remove(st.tmp.Name())
 }
 
 // resolve returns the file that path names once its symbolic links are followed, which need

@@ -116,3 +116,44 @@ func TestWriteKeepsModeAndLinks(t *testing.T) {
 		t.Errorf("the dangling link: got %v, %v, want a symbolic link still", fi.Mode(), err)
 	}
 }
+
+// TestWriteFiles: every file is replaced, keeping its mode; when one cannot be written, none is,
+// and no temporary file is left behind.
+func TestWriteFiles(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.cue"), filepath.Join(dir, "b.cue")
+	if err := os.WriteFile(a, []byte("a0"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte("b0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFiles([]string{a, b}, [][]byte{[]byte("a1"), []byte("b1")}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{a: "a1", b: "b1"} {
+		if got, _ := os.ReadFile(p); string(got) != want {
+			t.Errorf("%s: got %q, want %q", p, got, want)
+		}
+	}
+	if fi, _ := os.Stat(a); fi.Mode().Perm() != 0o600 {
+		t.Errorf("a.cue: mode %v, want 0600", fi.Mode().Perm())
+	}
+
+	// The second file's directory does not exist: the first is not replaced either.
+	missing := filepath.Join(dir, "no", "c.cue")
+	err := WriteFiles([]string{a, missing}, [][]byte{[]byte("a2"), []byte("c2")})
+	var e *Error
+	if !errors.As(err, &e) || e.Path != missing {
+		t.Fatalf("a file in a missing directory: got %v, want an *Error naming %s", err, missing)
+	}
+	if got, _ := os.ReadFile(a); string(got) != "a1" {
+		t.Errorf("a.cue after the failed write: got %q, want it unchanged, %q", got, "a1")
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, en := range entries {
+		if strings.Contains(en.Name(), ".tmp") {
+			t.Errorf("temporary file %s left behind", en.Name())
+		}
+	}
+}
