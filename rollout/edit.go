@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"cuelang.org/go/cue/parser"
 
 	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
 )
 
 // Edit changes one rule's stage block. The rule keeps everything else, and the files keep their
@@ -34,14 +34,13 @@ type Edit struct {
 // Files are the .cue files of a policy directory, by path.
 type Files map[string][]byte
 
-// ReadFiles reads the .cue files of dir (not of its subdirectories), as schema.Load reads them.
+// ReadFiles reads the .cue files of dir that schema.Load reads (schema.PolicyFiles): not those
+// of its subdirectories, nor those whose name starts with '.' or '_', which an edit must not
+// touch, as they are no part of the policy.
 func ReadFiles(dir string) (Files, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*.cue"))
+	names, err := schema.PolicyFiles(dir)
 	if err != nil {
 		return nil, err
-	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("%s: no .cue files", dir)
 	}
 	fs := Files{}
 	for _, n := range names {

@@ -99,3 +99,26 @@ func ruleNamed(m *policy.Model, domain, rule string) *policy.Rule {
 	}
 	return nil
 }
+
+// TestReadFilesAsLoaded: ReadFiles reads the files schema.Load reads, and not a file whose name
+// starts with '_' or '.', which the loader skips: an edit there changes no rule (a promotion
+// written into _old.cue reported "shadow → soft" and left the rule in shadow).
+func TestReadFilesAsLoaded(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"p.cue", "_old.cue", ".hidden.cue", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("package p\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := ReadFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for p := range files {
+		got = append(got, filepath.Base(p))
+	}
+	if len(got) != 1 || got[0] != "p.cue" {
+		t.Errorf("got %v, want [p.cue]", got)
+	}
+}

@@ -103,6 +103,11 @@ func evaluate(files []*ast.File, names []string, values valueIndex) (*policy.Mod
 	}
 }
 
+// PolicyFiles lists the .cue files that paths name, as Load reads them: a directory's .cue files
+// but those whose name starts with '.' or '_', and a .cue file given by name. Tools that edit a
+// policy (rollout) edit these files and no others.
+func PolicyFiles(paths ...string) ([]string, error) { return policyFiles(paths) }
+
 // policyFiles lists the .cue files that paths name. Like CUE's loader it skips files whose name
 // starts with '.' or '_' in a directory, and everything that is not a .cue file.
 func policyFiles(paths []string) ([]string, error) {
