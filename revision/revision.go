@@ -97,6 +97,17 @@ func extract(rev, path, dir string) (string, error) {
 	if strings.HasSuffix(abs, ".cue") {
 		probe = filepath.Dir(abs)
 	}
+	// Git names the top of the work tree by its real path, and the working directory may be
+	// reached through a symbolic link (macOS's /tmp is one): the path relative to the top is
+	// worked out from the real path too.
+	if real, err := filepath.EvalSymlinks(probe); err == nil {
+		if probe != abs {
+			abs = filepath.Join(real, filepath.Base(abs))
+		} else {
+			abs = real
+		}
+		probe = real
+	}
 	top, err := git(probe, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", path, ErrNotARepository)

@@ -86,6 +86,22 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestLoadThroughSymlink: a base revision loads when the working directory is reached through
+// a symbolic link, whose path Git's top of the work tree does not share.
+func TestLoadThroughSymlink(t *testing.T) {
+	dir := repo(t)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Skip(err)
+	}
+	t.Chdir(link)
+	for _, path := range []string{"p", filepath.Join(link, "p")} {
+		if _, err := Load("main", path); err != nil {
+			t.Errorf("Load(main, %s) through %s: %v", path, link, err)
+		}
+	}
+}
+
 func TestDefaultBase(t *testing.T) {
 	dir := repo(t)
 	base, err := DefaultBase(filepath.Join(dir, "p"))
