@@ -39,6 +39,8 @@ type requestBuilder struct {
 
 	// claimNames are the claims a token keeps (claimNames): the ones the sources read.
 	claimNames []string
+	// builtins are the request headers sources read that a log's own fields hold.
+	builtins builtinHeaders
 
 	// Scratch of Simulator.prepare, which runs on the builder's goroutine: each descriptor
 	// shape's entries, their keys set once (Simulator.shapeEntries) and their values each
@@ -170,6 +172,12 @@ func (b *requestBuilder) build(rec *accesslog.Record) (policy.Request, *token) {
 	if rec.UserAgent != "" {
 		b.headers = append(b.headers, policy.Header{Name: "user-agent", Value: rec.UserAgent})
 	}
+	if b.builtins.xff && rec.XFF != "" {
+		b.headers = append(b.headers, policy.Header{Name: "x-forwarded-for", Value: rec.XFF})
+	}
+	if b.builtins.requestID && rec.RequestID != "" {
+		b.headers = append(b.headers, policy.Header{Name: "x-request-id", Value: rec.RequestID})
+	}
 	req := policy.Request{HeaderList: b.headers, RemoteAddr: rec.ClientIP(), Path: rec.Path}
 	var tok *token
 	if auth, _ := policy.LastHeader(b.headers, "authorization"); auth != "" {
@@ -177,6 +185,20 @@ func (b *requestBuilder) build(rec *accesslog.Record) (policy.Request, *token) {
 		req.ClaimList = tok.claims
 	}
 	return req, tok
+}
+
+// builtinHeaders says which of the request headers that a log's own fields hold (rather than
+// its captured headers: the reader reads x_forwarded_for and x-forwarded-for into the record's
+// XFF, request_id and x-request-id into its RequestID) the sources read, so that build gives
+// them to the request as headers too. :method, :authority and user-agent are always given.
+type builtinHeaders struct {
+	xff, requestID bool
+}
+
+// builtinHeadersOf returns which of headers, the lower-case names the sources read
+// (HeadersFor), are held by fields.
+func builtinHeadersOf(headers []string) builtinHeaders {
+	return builtinHeaders{xff: slices.Contains(headers, "x-forwarded-for"), requestID: slices.Contains(headers, "x-request-id")}
 }
 
 // tokenOf decodes the JWT in an Authorization header value. Tokens are cached by their payload

@@ -487,6 +487,9 @@ func replayFields(a Assignment, headers []string) []string {
 	if slices.ContainsFunc(headers, func(h string) bool { return strings.EqualFold(h, "user-agent") }) {
 		fields = append(fields, "user_agent")
 	}
+	if slices.ContainsFunc(headers, func(h string) bool { return strings.EqualFold(h, "x-request-id") }) {
+		fields = append(fields, "request_id") // a source reads it (builtinHeaders)
+	}
 	if a.Kind != "round-robin" && slices.Contains(accesslog.FieldNames(), a.Field) {
 		fields = append(fields, a.Field)
 	}

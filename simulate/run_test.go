@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlctl/rlctl/internal/policyfixture"
+	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/accesslog"
 	"github.com/rlctl/rlctl/simulate/report"
 	"github.com/rlctl/rlctl/simulate/traffic"
@@ -279,6 +281,46 @@ func TestReplayFields(t *testing.T) {
 		}
 		if !slices.Contains(fields, "start_time") || !slices.Contains(fields, "downstream_remote_address") {
 			t.Errorf("%s: fields %q lack the time or the address", tt.assign, fields)
+		}
+	}
+}
+
+// TestHeadersHeldByFields: a source may read a request header that the log reader takes for one
+// of its own fields (X-Forwarded-For for the client address, X-Request-Id for the request ID):
+// the request has it as a header too, under whichever key the log spells it.
+func TestHeadersHeldByFields(t *testing.T) {
+	hour := int64(3_600_000)
+	rule := func(name, key string) *policy.Rule {
+		return &policy.Rule{Name: name, Match: []policy.Match{{Key: key, Kind: policy.MatchAny}}, Stage: policy.Stage{Name: policy.StageEnforce},
+			Limits: []policy.Limit{{Requests: 1, WindowMs: hour, Algorithm: policy.FixedWindow, Cost: 1}},
+			Lease:  policyfixture.Lease(policyfixture.Bounds(1, 1))}
+	}
+	m := &policy.Model{Domains: []*policy.Domain{{
+		Name: "d",
+		Sources: []*policy.Source{
+			{Key: "xff", Kind: policy.SourceHeader, Header: "x-forwarded-for"},
+			{Key: "rid", Kind: policy.SourceHeader, Header: "X-Request-Id"},
+		},
+		Rules: []*policy.Rule{rule("per-xff", "xff"), rule("per-rid", "rid")},
+	}}}
+	log := `{"start_time":"2024-05-01T12:00:00.000Z","path":"/","x_forwarded_for":"1.2.3.4","request_id":"r1"}
+{"start_time":"2024-05-01T12:00:00.001Z","path":"/","X-Forwarded-For":"1.2.3.4","x-request-id":"r1"}
+{"start_time":"2024-05-01T12:00:00.002Z","path":"/","x-forwarded-for":"1.2.3.4","X-Request-ID":"r1"}
+`
+	r, err := Run(context.Background(), RunConfig{Sim: Config{Model: m, Gateways: 1}, MaxBad: -1},
+		[]Input{{Name: "h.log", R: strings.NewReader(log)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"per-xff", "per-rid"} {
+		var got *report.Rule
+		for _, rl := range r.Rules {
+			if rl.Rule == name {
+				got = rl
+			}
+		}
+		if got == nil || got.Requests != 3 || got.WouldDeny != 2 {
+			t.Errorf("%s: got %+v, want 3 requests, 2 would deny", name, got)
 		}
 	}
 }

@@ -65,7 +65,8 @@ type Simulator struct {
 	// sources are the sources prepare evaluates: addrSrc, then each domain's, from
 	// domainAt[i] to domainAt[i+1].
 	sources  []*policy.Source
-	claims   []string // the JWT claims they read, which tokens keep (claimNames)
+	claims   []string       // the JWT claims they read, which tokens keep (claimNames)
+	builtins builtinHeaders // the headers they read that the log's own fields hold
 	domainAt []int
 	addrSrc  [2]*policy.Source // whole address and subnet, for the shared-NAT check
 
@@ -173,6 +174,7 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	s.domainAt = append(s.domainAt, len(s.sources))
 	s.claims = claimNames(s.sources)
+	s.builtins = builtinHeadersOf(HeadersFor(cfg.Model))
 	s.rb = s.newBuilder()
 	s.assign = &assigner{a: cfg.Assign, n: cfg.Gateways, byName: map[string]int{}}
 	if cfg.Assign.Kind != "field" {
@@ -521,6 +523,7 @@ func fillEntries(entries []policy.Entry, shape []int, values []string) {
 // s's sources read, and it holds each descriptor shape's entries (shapeEntries).
 func (s *Simulator) newBuilder() *requestBuilder {
 	rb := newRequestBuilder(s.claims)
+	rb.builtins = s.builtins
 	rb.entries = s.shapeEntries()
 	rb.classes = make([][]uint32, len(s.domains))
 	for di, ds := range s.domains {
