@@ -282,7 +282,7 @@ func TestStoreErrorEndsReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh := s.shards[0]
-	if err := sh.tick(1, nil); err != nil {
+	if err := sh.tick(0, 1, nil); err != nil {
 		t.Fatalf("tick before any failure: %v", err)
 	}
 	m := &meteredStore{sh: sh, inner: failingStore{}, st: &sh.rules[0].stats, rule: "edge/per-tenant"}
@@ -290,7 +290,7 @@ func TestStoreErrorEndsReplay(t *testing.T) {
 		t.Fatalf("Return: got %v", err)
 	}
 	// The engines name no key (cellKey): the error names the rule.
-	if err := sh.tick(2, nil); !errors.Is(err, errStoreBug) || !strings.Contains(err.Error(), "rule edge/per-tenant: ") {
+	if err := sh.tick(1, 2, nil); !errors.Is(err, errStoreBug) || !strings.Contains(err.Error(), "rule edge/per-tenant: ") {
 		t.Errorf("tick after a failed store call: got %v, want the store's error, naming the rule", err)
 	}
 	if _, err := s.Finish(); !errors.Is(err, errStoreBug) {

@@ -367,7 +367,7 @@ func (r *runner) sequence(ctx context.Context, in <-chan *chunk, out []chan *chu
 					return
 				}
 				p.sample = -1
-				if sampling(p.tick) {
+				if sampling(p.since, p.tick) {
 					p.sample = samples
 					samples++
 				}

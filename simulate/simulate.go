@@ -76,7 +76,7 @@ type Simulator struct {
 	startMs  int64
 	nowMs    int64
 	nextTick int64 // ms of the next housekeeping tick
-	ticks    int64
+	ticks    int64 // the last tick's number
 	bucketMs int64
 	// strandedMax is each rule's most stranded tokens at a sampling tick, over all shards.
 	strandedMax []int64
@@ -236,10 +236,11 @@ func (s *Simulator) sequence(p *prepared, rec *accesslog.Record) error {
 	}
 	s.nowMs, p.t, p.tick = t, t, 0
 	if t >= s.nextTick {
-		// One tick however long the gap since the last record: a tick sweeps what is due.
+		// One tick however long the gap since the last record, numbered by its second: it
+		// runs what the gap's seconds would have (shard.tick).
 		s.nextTick = t - t%1000 + 1000
-		s.ticks++
-		p.tick = s.ticks
+		p.since, p.tick = s.ticks, (t-t%1000)/1000-(s.startMs-s.startMs%1000)/1000+1
+		s.ticks = p.tick
 	}
 	// s.bucket() >= maxPoints, without its division: the time is never before startMs.
 	for s.nowMs-s.startMs >= maxPoints*s.bucketMs {
@@ -312,7 +313,7 @@ func (s *Simulator) replayPrepared(p *prepared, rec *accesslog.Record) error {
 		return err
 	}
 	var stranded []int64
-	if sampling(p.tick) {
+	if sampling(p.since, p.tick) {
 		stranded = s.stranded
 	}
 	if err := s.all.record(p, s.gw, stranded); err != nil {
@@ -350,11 +351,13 @@ type prepared struct {
 	natOK    [2]bool
 
 	// Set by sequence: the record's number (from 1), the time it is replayed at, the
-	// housekeeping tick before it (0 for none) and its gateway.
-	n    int64
-	t    int64
-	tick int64
-	g    int
+	// housekeeping tick before it (0 for none) and the tick before that (since), and its
+	// gateway. A tick is numbered by the second of the replay it falls in, from 1.
+	n     int64
+	t     int64
+	tick  int64
+	since int64
+	g     int
 	// sample is the index of the tick's stranded-token sample within Run's chunk, -1 for
 	// none (runner.sequence).
 	sample int
