@@ -144,6 +144,16 @@ func applyOne(files Files, r *policy.Rule, e Edit) (string, []byte, error) {
 	}
 	src := files[d.path]
 	var sp splices
+	if d.stage == nil && !d.st.Lbrace.IsValid() {
+		// The rule is written in CUE's dotted form (rules: r: match: [...]), whose struct has
+		// no braces to hold another field: a field added after its last one would be a field
+		// of the file. The stage gets a declaration of its own, which CUE unifies with the rule.
+		decl := fmt.Sprintf("\ndomains: %s: rules: %s: stage: %s\n", labelText(e.Domain), labelText(e.Rule), stageLiteral(want))
+		if len(src) > 0 && src[len(src)-1] != '\n' {
+			decl = "\n" + decl
+		}
+		return d.path, append(append([]byte(nil), src...), decl...), nil
+	}
 	if d.stage == nil {
 		sp.insertField(src, d.st, "stage: "+stageLiteral(want))
 		return d.path, sp.apply(src), nil
@@ -266,6 +276,14 @@ func (sp splices) apply(src []byte) []byte {
 
 func multiline(st *ast.StructLit) bool { return st.Lbrace.Line() != st.Rbrace.Line() }
 
+// labelText writes name as a CUE field label: as it is, or quoted where it must be.
+func labelText(name string) string {
+	if ast.StringLabelNeedsQuoting(name) {
+		return literal.String.Quote(name)
+	}
+	return name
+}
+
 // lineStart is the offset of the start of the line holding offset i.
 func lineStart(src []byte, i int) int { return bytes.LastIndexByte(src[:i], '\n') + 1 }
 
@@ -331,8 +349,9 @@ func (sp *splices) insertField(src []byte, st *ast.StructLit, text string) {
 	sp.add(at, at, ind+text+"\n")
 }
 
-// deleteElt removes the field f from st: its whole line in a struct written over several lines
-// (when f has the line to itself), else the field and one comma beside it.
+// deleteElt removes the field f from st: its whole line, with the comment that ends it, in a
+// struct written over several lines (when f has the line to itself), else the field and one
+// comma beside it.
 func (sp *splices) deleteElt(src []byte, st *ast.StructLit, f *ast.Field) {
 	i := 0
 	for j, d := range st.Elts {
@@ -341,8 +360,8 @@ func (sp *splices) deleteElt(src []byte, st *ast.StructLit, f *ast.Field) {
 		}
 	}
 	from, to := off(f.Pos()), off(f.End())
-	alone := strings.TrimSpace(string(src[lineStart(src, from):from])) == "" &&
-		strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(src[to:lineEnd(src, to)])), ",")) == ""
+	rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(src[to:lineEnd(src, to)])), ","))
+	alone := strings.TrimSpace(string(src[lineStart(src, from):from])) == "" && (rest == "" || strings.HasPrefix(rest, "//"))
 	switch {
 	case multiline(st) && alone:
 		sp.add(lineStart(src, from), lineEnd(src, to), "")

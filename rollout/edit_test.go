@@ -41,6 +41,12 @@ func TestApply(t *testing.T) {
 			policy.Stage{Name: policy.StageSoft, Since: "2025-06-01"}},
 		{"promote_shorthand", Edit{Rule: "short", To: policy.StageSoft, Since: "2025-06-12"},
 			policy.Stage{Name: policy.StageSoft, Since: "2025-06-12"}},
+		// A rule in CUE's dotted form has no braces to add a stage in.
+		{"abort_dotted", Edit{Rule: "dotted", To: policy.StageShadow, Since: "2025-06-12"},
+			policy.Stage{Name: policy.StageShadow, Since: "2025-06-12"}},
+		// Leaving canary removes the percent's line with its comment; the name keeps its own.
+		{"promote_canary_comments", Edit{Rule: "ramp", To: policy.StageEnforce, Since: "2025-06-12"},
+			policy.Stage{Name: policy.StageEnforce, Since: "2025-06-12"}},
 	}
 	m, err := schema.Load("testdata/edit")
 	if err != nil {
