@@ -24,6 +24,10 @@ const WorkingTree = ""
 // ErrNotARepository means a path is not inside a Git working tree.
 var ErrNotARepository = errors.New("not inside a Git repository")
 
+// ErrNotAtRevision means a path does not exist at a revision that does: Load reads such a path
+// as holding no policy.
+var ErrNotAtRevision = errors.New("not in that revision")
+
 // Load loads the policy made of paths (as schema.Load takes them) as it is at Git revision rev:
 // the working tree for WorkingTree, a commit, branch or tag otherwise. Positions in the model and
 // in problems name the files as paths do, so a diff can show both sides' file:line.
@@ -42,10 +46,18 @@ func Load(rev string, paths ...string) (*policy.Model, error) {
 	var at []string
 	for _, p := range paths {
 		dst, err := extract(rev, p, tmp)
+		if errors.Is(err, ErrNotAtRevision) {
+			continue // added since: no policy there at rev
+		}
 		if err != nil {
 			return nil, err
 		}
 		at = append(at, dst)
+	}
+	if len(at) == 0 {
+		// The policy is new since rev, as in the pull request that adds it: everything in it
+		// is added.
+		return &policy.Model{}, nil
 	}
 	m, err := schema.Load(at...)
 	rename := func(pos policy.Pos) policy.Pos {
@@ -125,6 +137,11 @@ func extract(rev, path, dir string) (string, error) {
 	spec := filepath.ToSlash(rel)
 	if spec == "." {
 		spec = ""
+	}
+	if _, err := git(top, "rev-parse", "--verify", "--quiet", rev+"^{commit}"); err == nil && spec != "" {
+		if _, err := git(top, "cat-file", "-e", rev+":"+spec); err != nil {
+			return "", fmt.Errorf("%s at %s: %w", path, rev, ErrNotAtRevision)
+		}
 	}
 	cmd := exec.Command("git", "-C", top, "archive", "--format=tar", rev, "--", spec)
 	if spec == "" {

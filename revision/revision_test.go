@@ -102,6 +102,24 @@ func TestLoadThroughSymlink(t *testing.T) {
 	}
 }
 
+// TestLoadAddedSince: a policy directory that does not exist at the base revision (the pull
+// request that adds it) loads as an empty policy there, so that everything in it is added; a
+// revision that does not exist is still an error.
+func TestLoadAddedSince(t *testing.T) {
+	dir := repo(t)
+	t.Chdir(dir)
+	if err := os.MkdirAll("q", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load("main", "q")
+	if err != nil || len(m.Domains) != 0 {
+		t.Errorf("Load(main, q), q added since main: got %v, %v; want an empty policy", m, err)
+	}
+	if _, err := Load("no-such-branch", "p"); err == nil {
+		t.Error("Load(no-such-branch, p): no error")
+	}
+}
+
 func TestDefaultBase(t *testing.T) {
 	dir := repo(t)
 	base, err := DefaultBase(filepath.Join(dir, "p"))
