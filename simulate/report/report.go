@@ -181,9 +181,12 @@ type Rule struct {
 
 // Identity is one descriptor value and how it fared.
 type Identity struct {
-	Value    string `json:"value"`
-	Denials  int64  `json:"denials"`
-	Requests int64  `json:"requests"`
+	Value   string `json:"value"`
+	Denials int64  `json:"denials"`
+	// Requests counts the key's requests since the replay last forgot it: a key idle for
+	// twice its rule's TTL that was never denied is forgotten, memory following the live keys,
+	// and counts again from its next request.
+	Requests int64 `json:"requests"`
 	// Legit says some of its denials were of requests marked legitimate (LegitDenials of
 	// them): the value itself may be an address that legitimate and other callers share.
 	Legit        bool  `json:"legit"`
