@@ -40,6 +40,10 @@ type breaker struct {
 	onChange   func(from, to BreakerState) // called with mu held; must not call back
 
 	state atomic.Int32 // BreakerState, read without mu on the fast path
+	// changes counts the state changes. A call's ticket is its value when Allow let the call
+	// through, so that Record can tell a call of the present state from one that began in an
+	// earlier one.
+	changes atomic.Uint64
 
 	mu        sync.Mutex
 	failures  int
@@ -57,36 +61,44 @@ func newBreaker(threshold int, cooldownMs int64, clock engine.Clock, onChange fu
 // State returns the current state.
 func (b *breaker) State() BreakerState { return BreakerState(b.state.Load()) }
 
-// Allow reports whether a store call may be made now. A true answer in the half-open state
-// makes the caller the probe: it must call Record, or Release when the call ended without an
-// outcome.
-func (b *breaker) Allow() bool {
+// A ticket is what Allow gives a call it lets through, for Record or Release.
+type ticket uint64
+
+// Allow reports whether a store call may be made now, with the call's ticket. A true answer in
+// the half-open state makes the caller the probe: it must call Record, or Release when the call
+// ended without an outcome.
+func (b *breaker) Allow() (ticket, bool) {
+	t := ticket(b.changes.Load()) // before the state: a change between makes the ticket stale
 	if BreakerState(b.state.Load()) == BreakerClosed {
-		return true
+		return t, true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch BreakerState(b.state.Load()) {
 	case BreakerClosed:
-		return true
+		return ticket(b.changes.Load()), true
 	case BreakerOpen:
 		if b.clock.Now() < b.openUntil {
-			return false
+			return 0, false
 		}
 		b.set(BreakerHalfOpen)
 		b.probing = true
-		return true
+		return ticket(b.changes.Load()), true
 	default: // half-open: only the one probe
 		if b.probing {
-			return false
+			return 0, false
 		}
 		b.probing = true
-		return true
+		return ticket(b.changes.Load()), true
 	}
 }
 
-// Record reports the outcome of a call that Allow let through.
-func (b *breaker) Record(ok bool) {
+// Record reports the outcome of a call that Allow let through with ticket t. The outcome of a
+// call that began in an earlier state changes nothing: a take begun while the breaker was
+// closed and ending while it is half-open is no probe, and must neither close it again (its
+// success may come from before the store went away) nor open it (its failure from before the
+// store came back).
+func (b *breaker) Record(t ticket, ok bool) {
 	if ok && BreakerState(b.state.Load()) == BreakerClosed {
 		b.mu.Lock()
 		b.failures = 0
@@ -95,6 +107,9 @@ func (b *breaker) Record(ok bool) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if uint64(t) != b.changes.Load() {
+		return // begun in an earlier state
+	}
 	switch BreakerState(b.state.Load()) {
 	case BreakerClosed:
 		if ok {
@@ -114,19 +129,20 @@ func (b *breaker) Record(ok bool) {
 			b.open()
 		}
 	case BreakerOpen:
-		// A call that started before the breaker opened; its outcome changes nothing.
+		// Not reached: a state change since the ticket makes it stale.
 	}
 }
 
-// Release ends a call that Allow let through without an outcome to record: one its caller cut
-// short, which says nothing of the store. In the half-open state the next call may probe.
-func (b *breaker) Release() {
+// Release ends a call that Allow let through with ticket t without an outcome to record: one its
+// caller cut short, which says nothing of the store. When it was the half-open state's probe,
+// the next call may probe.
+func (b *breaker) Release(t ticket) {
 	if BreakerState(b.state.Load()) == BreakerClosed {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if BreakerState(b.state.Load()) == BreakerHalfOpen {
+	if uint64(t) == b.changes.Load() && BreakerState(b.state.Load()) == BreakerHalfOpen {
 		b.probing = false
 	}
 }
@@ -139,7 +155,10 @@ func (b *breaker) open() {
 
 func (b *breaker) set(s BreakerState) {
 	from := BreakerState(b.state.Swap(int32(s)))
-	if from != s && b.onChange != nil {
-		b.onChange(from, s)
+	if from != s {
+		b.changes.Add(1)
+		if b.onChange != nil {
+			b.onChange(from, s)
+		}
 	}
 }

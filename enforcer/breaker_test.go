@@ -35,7 +35,7 @@ func TestBreakerSteps(t *testing.T) {
 	}
 	for i, s := range steps {
 		now = s.t
-		got := b.Allow()
+		tk, got := b.Allow()
 		if got != s.allow {
 			t.Fatalf("step %d: Allow: got %v, want %v", i, got, s.allow)
 		}
@@ -43,12 +43,12 @@ func TestBreakerSteps(t *testing.T) {
 			if got, want := b.State(), BreakerHalfOpen; got != want {
 				t.Errorf("step %d: state during probe: got %v, want %v", i, got, want)
 			}
-			if b.Allow() {
+			if _, second := b.Allow(); second {
 				t.Errorf("step %d: second Allow during probe: got true, want false", i)
 			}
 		}
 		if got {
-			b.Record(s.ok)
+			b.Record(tk, s.ok)
 		}
 		if got, want := b.State(), s.state; got != want {
 			t.Errorf("step %d: state: got %v, want %v", i, got, want)
@@ -71,34 +71,65 @@ func TestBreakerRelease(t *testing.T) {
 	var now int64
 	b := newBreaker(2, 1000, engine.ClockFunc(func() int64 { return now }), nil)
 	for range 5 {
-		if !b.Allow() {
+		tk, ok := b.Allow()
+		if !ok {
 			t.Fatal("closed: Allow refused")
 		}
-		b.Release()
+		b.Release(tk)
 	}
 	if got := b.State(); got != BreakerClosed {
 		t.Fatalf("after released calls: got %v, want closed", got)
 	}
-	b.Allow()
-	b.Record(false)
-	b.Allow()
-	b.Record(false)
+	for range 2 {
+		tk, _ := b.Allow()
+		b.Record(tk, false)
+	}
 	now = 1000
-	if !b.Allow() {
+	probe, ok := b.Allow()
+	if !ok {
 		t.Fatal("after the cool-down: Allow refused the probe")
 	}
-	if b.Allow() {
+	if _, ok := b.Allow(); ok {
 		t.Fatal("half-open: a second call allowed beside the probe")
 	}
-	b.Release()
+	b.Release(probe)
 	if got := b.State(); got != BreakerHalfOpen {
 		t.Fatalf("probe released: got %v, want half_open", got)
 	}
-	if !b.Allow() {
+	probe, ok = b.Allow()
+	if !ok {
 		t.Fatal("probe released: the next call may not probe")
 	}
-	b.Record(true)
+	b.Record(probe, true)
 	if got := b.State(); got != BreakerClosed {
 		t.Errorf("second probe succeeded: got %v, want closed", got)
+	}
+}
+
+// TestBreakerStaleOutcomes: a call begun while the breaker was closed that ends while it is
+// half-open is no probe: its success does not close the breaker, its failure does not open it
+// again, and the probe's own outcome decides.
+func TestBreakerStaleOutcomes(t *testing.T) {
+	var now int64
+	b := newBreaker(1, 1000, engine.ClockFunc(func() int64 { return now }), nil)
+	early, _ := b.Allow() // begun while closed, still in flight
+	failing, _ := b.Allow()
+	b.Record(failing, false) // opens it
+	now = 1000
+	probe, ok := b.Allow()
+	if !ok || b.State() != BreakerHalfOpen {
+		t.Fatalf("after the cool-down: allowed %v, state %v; want a probe, half-open", ok, b.State())
+	}
+	b.Record(early, true)
+	if got := b.State(); got != BreakerHalfOpen {
+		t.Fatalf("a success begun while closed: got %v, want still half_open", got)
+	}
+	b.Record(early, false)
+	if got := b.State(); got != BreakerHalfOpen {
+		t.Fatalf("a failure begun while closed: got %v, want still half_open", got)
+	}
+	b.Record(probe, true)
+	if got := b.State(); got != BreakerClosed {
+		t.Errorf("the probe succeeded: got %v, want closed", got)
 	}
 }

@@ -70,7 +70,8 @@ type takeReply struct {
 // Take implements engine.Store.
 func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
 	g.order.reached(ctx)
-	if !g.breaker.Allow() {
+	tk, ok := g.breaker.Allow()
+	if !ok {
 		g.open.Inc()
 		g.journalTake(ctx, r, engine.Result{}, ErrCircuitOpen, 0)
 		return engine.Result{}, ErrCircuitOpen
@@ -79,10 +80,10 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 	var res engine.Result
 	var err error
 	if g.detach {
-		res, err = g.detached(ctx, r) // the call records its own outcome in the breaker
+		res, err = g.detached(ctx, tk, r) // the call records its own outcome in the breaker
 	} else {
 		res, err = g.inner.Take(ctx, r)
-		g.breaker.Record(storeOK(err))
+		g.breaker.Record(tk, storeOK(err))
 	}
 	took := time.Since(start)
 	g.takeLatency.Observe(took.Seconds())
@@ -143,12 +144,12 @@ type detachedCall struct {
 // keeps the call in flight and takes its reply when it lands, so that its tokens are spent and
 // a key at its limit still has one call in flight at most. With a journal, whose replay could
 // not know when a late reply landed, the tokens it granted go back to the store instead.
-func (g *guardedStore) detached(ctx context.Context, r engine.TakeRequest) (engine.Result, error) {
+func (g *guardedStore) detached(ctx context.Context, tk ticket, r engine.TakeRequest) (engine.Result, error) {
 	wait := time.NewTimer(g.timeout)
 	defer wait.Stop()
 	c := &detachedCall{reply: make(chan takeReply, 1)}
 	g.calls.Add(1)
-	go g.call(ctx, c, r)
+	go g.call(ctx, c, tk, r)
 	select {
 	case rep := <-c.reply:
 		return rep.res, rep.err
@@ -178,13 +179,13 @@ func (g *guardedStore) detached(ctx context.Context, r engine.TakeRequest) (engi
 // reply to the request if it still waits; if it does not, it counts the late reply and gives
 // back what it granted. The request's cancellation does not cancel the call: a client that hung
 // up says nothing about the store.
-func (g *guardedStore) call(ctx context.Context, c *detachedCall, r engine.TakeRequest) {
+func (g *guardedStore) call(ctx context.Context, c *detachedCall, tk ticket, r engine.TakeRequest) {
 	defer g.calls.Done()
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.callTimeout)
 	defer cancel()
 	res, err := g.inner.Take(callCtx, r)
 	err = g.callError(err)
-	g.breaker.Record(storeOK(err))
+	g.breaker.Record(tk, storeOK(err))
 	if c.state.CompareAndSwap(callWaiting, callDelivered) {
 		c.reply <- takeReply{res, err}
 		return
@@ -244,7 +245,8 @@ func (g *guardedStore) Return(ctx context.Context, r engine.ReturnRequest) error
 		g.journalReturn(r, err, 0)
 		return err
 	}
-	if !g.breaker.Allow() {
+	tk, ok := g.breaker.Allow()
+	if !ok {
 		g.returnFailed.Inc()
 		g.journalReturn(r, ErrCircuitOpen, 0)
 		return ErrCircuitOpen
@@ -256,9 +258,9 @@ func (g *guardedStore) Return(ctx context.Context, r engine.ReturnRequest) error
 	took := time.Since(start)
 	g.returnLatency.Observe(took.Seconds())
 	if err == nil || ctx.Err() == nil {
-		g.breaker.Record(storeOK(err))
+		g.breaker.Record(tk, storeOK(err))
 	} else {
-		g.breaker.Release()
+		g.breaker.Release(tk)
 	}
 	if err != nil {
 		g.returnFailed.Inc()
