@@ -76,6 +76,10 @@ func TestSnapshotInvalidModel(t *testing.T) {
 			"domains.d.rollout.gates.prometheus.window: rollout gate prometheus window -1ms must not be negative"},
 		{"simulate window", func(m *Model) { m.Domains[0].Rollout.Simulate.WindowMs = 60000 },
 			"rollout gate simulate has no window"},
+		// JSON's null where a domain, a source or a rule goes is a problem, not a crash.
+		{"null domain", func(m *Model) { m.Domains = append(m.Domains, nil) }, "domain 1 is null"},
+		{"null rule", func(m *Model) { m.Domains[0].Rules = append(m.Domains[0].Rules, nil) }, "rule 1 is null"},
+		{"null source", func(m *Model) { m.Domains[0].Sources = append(m.Domains[0].Sources, nil) }, "source 2 is null"},
 		// Checks about how a policy is written are let through: the enforcer reads no sources,
 		// and a canary at 0% is soft everywhere.
 		{"key without a source", func(m *Model) { m.Domains[0].Sources = nil }, ""},

@@ -29,7 +29,13 @@ const MaxWindowMs = 365 * 24 * 3600 * 1000
 func (m *Model) Validate() Problems {
 	var v validator
 	seen := map[string]*Domain{}
-	for _, d := range m.Domains {
+	for i, d := range m.Domains {
+		if d == nil {
+			// A snapshot decoded from JSON may hold null where a domain goes: a problem, not
+			// a crash of the enforcer that loads it.
+			v.add("", "domains", nil, "domain %d is null", i)
+			continue
+		}
 		if o, ok := seen[d.Name]; ok {
 			v.add("", Path("domains", d.Name), []Pos{d.Pos}, "domain %q is declared twice", d.Name)
 			v.probs[len(v.probs)-1].Related = []Pos{o.Pos}
@@ -76,6 +82,24 @@ func (v *validator) rollout(rp string, d *Domain) {
 
 func (v *validator) domain(d *Domain) {
 	dp := Path("domains", d.Name)
+	// A snapshot decoded from JSON may hold null where a source or a rule goes: problems, and
+	// nothing more of the domain is checked, as every check reads them.
+	nulls := false
+	for i, s := range d.Sources {
+		if s == nil {
+			v.add("", dp+".sources", []Pos{d.Pos}, "source %d is null", i)
+			nulls = true
+		}
+	}
+	for i, r := range d.Rules {
+		if r == nil {
+			v.add("", dp+".rules", []Pos{d.Pos}, "rule %d is null", i)
+			nulls = true
+		}
+	}
+	if nulls {
+		return
+	}
 	if d.Name == "" {
 		v.add("", "domains", []Pos{d.Pos}, "a domain has no name")
 	}
