@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -172,6 +173,15 @@ func (ed *envoyDomain) assumptions() []Finding {
 			}
 		}
 	}
+	if len(ed.actions.guarded) > 0 {
+		hs := make([]string, 0, len(ed.actions.guarded))
+		for h := range ed.actions.guarded {
+			hs = append(hs, h)
+		}
+		slices.Sort(hs)
+		add("the %s filter keeps only the first value of %s, which fail-closed rules' header matches read, so that a header sent twice cannot skip them: the upstream sees that value alone",
+			FilterIdentity, strings.Join(hs, ", "))
+	}
 	if len(ed.filters) > 0 && ed.filters[0].Name == FilterIdentity {
 		add("the %s filter must come first among these filters and after jwt_authn, and the HTTP connection manager must trust the client address as the model does (use_remote_address, xff_num_trusted_hops)", FilterIdentity)
 	}
@@ -182,11 +192,30 @@ func (ed *envoyDomain) assumptions() []Finding {
 // request headers: the trusted client address (for the identity waterfall's address families)
 // and verified JWT claims (for its jwt_subject tier). It first removes those headers, so that a
 // client cannot send them; an empty value (no verified claim) adds no header.
+//
+// It also collapses each header that a fail-closed rule's guard reads to its first value. Envoy's
+// header matchers see a header sent twice as its values joined with ',', while request_headers
+// (and %REQ()%, and so the access log) take the first: "x-tenant-id: acme" sent twice failed the
+// guard's exact match, the fail-closed stage sent no descriptor, and the rule was never checked.
+// Overwritten with %REQ(name)%, the header holds its first value alone, which the guard, the
+// descriptor and the log all see. (An empty first value adds nothing, and leaves the header as
+// it came: then the guard fails as the descriptor's empty value would.)
 func (da *domainActions) identityFilter() (*hcmv3.HttpFilter, error) {
-	if !da.remoteAddress && len(da.claims) == 0 {
+	if !da.remoteAddress && len(da.claims) == 0 && len(da.guarded) == 0 {
 		return nil, nil
 	}
 	var muts []*mutationv3.HeaderMutation
+	guarded := make([]string, 0, len(da.guarded))
+	for h := range da.guarded {
+		guarded = append(guarded, h)
+	}
+	slices.Sort(guarded)
+	for _, h := range guarded {
+		muts = append(muts, &mutationv3.HeaderMutation{Action: &mutationv3.HeaderMutation_Append{Append: &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: h, Value: "%REQ(" + h + ")%"},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+		}}})
+	}
 	set := func(name, value string) {
 		muts = append(muts,
 			&mutationv3.HeaderMutation{Action: &mutationv3.HeaderMutation_Remove{Remove: name}},

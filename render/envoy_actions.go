@@ -47,6 +47,9 @@ type domainActions struct {
 	remoteAddress bool            // HeaderRemoteAddress
 	claims        map[string]bool // claim → header, for the jwt_subject tier
 	formatter     bool            // FormatterRuntimeFlag
+	// guarded are the request headers that fail-closed rules' header matches read: the
+	// identity filter collapses each to its first value (identityFilter).
+	guarded map[string]bool
 	// jwtNamespace and jwtPayload locate the verified JWT payload in dynamic metadata: the
 	// domain's jwt_claim sources', else jwt_authn's filter name and rlctl's default
 	// payload_in_metadata.
@@ -61,7 +64,7 @@ func claimHeader(claim string) string { return headerClaimPrefix + strings.ToLow
 // descriptors that the model's sources and rule shapes produce (simulate.Matcher's), each on the
 // stage of the failure mode of the rule it selects. See the package tests' fidelity check.
 func actionsFor(d *policy.Domain, findings *[]Finding) (*domainActions, error) {
-	da := &domainActions{claims: map[string]bool{}, modes: map[policy.FailureMode]bool{},
+	da := &domainActions{claims: map[string]bool{}, guarded: map[string]bool{}, modes: map[policy.FailureMode]bool{},
 		jwtNamespace: schema.DefaultJWTNamespace, jwtPayload: schema.DefaultJWTMetadataKey}
 	for _, s := range d.Sources {
 		if s.Kind == policy.SourceJWTClaim {
@@ -215,6 +218,9 @@ func (da *domainActions) levels(d *policy.Domain, keys []string, r *policy.Rule)
 		}
 		if r != nil && i < len(r.Match) && src.Kind == policy.SourceHeader {
 			m := r.Match[i]
+			if h := strings.ToLower(src.Header); !strings.HasPrefix(h, ":") {
+				da.guarded[h] = true // a pseudo-header (:path, :method) is never sent twice
+			}
 			out[i] = []*routev3.RateLimit_Action{headerMatch(k, m.Value, []*routev3.HeaderMatcher{exactHeader(src.Header, m.Value)})}
 			continue
 		}

@@ -492,3 +492,43 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestGuardedHeadersCollapsed: a header that a fail-closed rule's guard reads is collapsed to its
+// first value by the identity filter, before the rate-limit filters. Envoy's header matchers see
+// a header sent twice as "acme,acme" and request_headers sees "acme": without the collapse the
+// guard failed, the fail-closed stage sent nothing, and shopify_payments was never checked.
+func TestGuardedHeadersCollapsed(t *testing.T) {
+	m := loadModel(t, "../policies")
+	var findings []Finding
+	ed, err := newEnvoyDomain(m.Domains[0], "rls", &findings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ed.filters) == 0 || ed.filters[0].Name != FilterIdentity {
+		t.Fatalf("filters: the first is not %s", FilterIdentity)
+	}
+	b, err := protojson.Marshal(ed.filters[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"append":{"header":{"key":"x-tenant-id","value":"%REQ(x-tenant-id)%"},"appendAction":"OVERWRITE_IF_EXISTS_OR_ADD"}}`
+	var compact strings.Builder
+	for _, r := range string(b) {
+		if r != ' ' && r != '\n' {
+			compact.WriteRune(r)
+		}
+	}
+	if !strings.Contains(compact.String(), want) {
+		t.Errorf("identity filter: no mutation %s in\n%s", want, b)
+	}
+	if strings.Contains(compact.String(), `"key":":path"`) {
+		t.Errorf("identity filter rewrites the pseudo-header :path, which is never sent twice:\n%s", b)
+	}
+	found := false
+	for _, f := range ed.assumptions() {
+		found = found || strings.Contains(f.Message, "keeps only the first value of x-tenant-id")
+	}
+	if !found {
+		t.Error("no assumption says that the upstream sees the first value only")
+	}
+}
