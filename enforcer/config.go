@@ -273,6 +273,13 @@ func (c Config) check() (Config, []*settingError) {
 	if c.MaxKeys < 0 {
 		errs = append(errs, settingf("max-keys", "%d: must be at least 1", c.MaxKeys))
 	}
+	if c.JournalBlock && c.JournalPath == "" {
+		// Rejected rather than ignored, as the Redis flags are without --store redis.
+		errs = append(errs, settingf("journal-block", "applies with a journal only: add --journal FILE"))
+	}
+	if c.RedisPipelines < -1 {
+		errs = append(errs, settingf("redis-pipelines", "%d: want -1 (each call on its own round trip) or at least 1", c.RedisPipelines))
+	}
 	return c, errs
 }
 

@@ -108,6 +108,11 @@ func TestParseArgsErrors(t *testing.T) {
 		{name: "zero redis pipelines", args: append(redis, "--redis-pipelines", "0"),
 			want: []string{"--redis-pipelines: 0: want -1 (each call on its own round trip) or at least 1"}},
 		{name: "zero gc percent", args: append(cfg, "--gc-percent", "0"), want: []string{"--gc-percent: 0: want -1 (collector off) or above 0"}},
+		{name: "negative redis pipelines", args: append(redis, "--redis-pipelines", "-7"),
+			want: []string{"--redis-pipelines: -7: want -1 (each call on its own round trip) or at least 1"}},
+		// --journal-block means nothing without a journal.
+		{name: "journal block without a journal", args: append(cfg, "--journal-block"),
+			want: []string{"--journal-block: applies with a journal only: add --journal FILE"}},
 		{name: "empty strings", args: append(cfg, "--grpc-addr", "", "--admin-addr", "", "--store", ""),
 			want: []string{`--grpc-addr: "": want host:port`, `--admin-addr: "": want host:port, or off`, `--store: "": want memory or redis`}},
 
