@@ -73,6 +73,12 @@ func renderEnvoy(m *policy.Model, o Options) (Result, error) {
 		}
 		doms = append(doms, ed)
 	}
+	// The descriptor formatter's runtime flag is the whole Envoy's, not one domain's.
+	if slices.ContainsFunc(doms, func(ed *envoyDomain) bool { return ed.actions.formatter }) {
+		for _, ed := range doms {
+			ed.actions.checkLiterals(ed.d, &res.Findings)
+		}
+	}
 	if eo.Bootstrap {
 		b, err := bootstrap(doms, cluster)
 		if err != nil {

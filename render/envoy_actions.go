@@ -139,15 +139,13 @@ func actionsFor(d *policy.Domain, findings *[]Finding) (*domainActions, error) {
 			}
 		}
 	}
-	if da.formatter {
-		da.checkLiterals(d, findings)
-	}
 	return da, nil
 }
 
 // checkLiterals reports literal descriptor values that contain '%': with FormatterRuntimeFlag set
 // for the identity waterfall, Envoy parses every header_value_match and generic_key value as a
-// format string, so such a value would not reach the enforcer as written.
+// format string, so such a value would not reach the enforcer as written. The flag is the whole
+// Envoy's: every domain is checked when any domain needs it (renderEnvoy).
 func (da *domainActions) checkLiterals(d *policy.Domain, findings *[]Finding) {
 	for _, s := range d.Sources {
 		if (s.Kind == policy.SourceGenericKey || s.Kind == policy.SourcePathMatch) && strings.Contains(s.Value, "%") {

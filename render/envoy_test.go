@@ -532,3 +532,21 @@ func TestGuardedHeadersCollapsed(t *testing.T) {
 		t.Error("no assumption says that the upstream sees the first value only")
 	}
 }
+
+// TestFormatterLiteralsEveryDomain: the descriptor formatter's runtime flag, which one domain's
+// identity waterfall needs, is the whole Envoy's: a literal with '%' in another domain is
+// reported too (it was checked in the waterfall's domain only, and render --strict passed).
+func TestFormatterLiteralsEveryDomain(t *testing.T) {
+	m := loadModel(t, "testdata/envoy/formatter")
+	res, err := envoyTarget.Render(m, Options{Format: "yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range res.Findings {
+		found = found || f.Domain == "b" && strings.Contains(f.Message, `value "50%" contains '%'`)
+	}
+	if !found {
+		t.Errorf("no finding of domain b's literal \"50%%\" among %+v", res.Findings)
+	}
+}
