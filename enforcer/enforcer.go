@@ -271,7 +271,11 @@ func (e *Enforcer) Close() error {
 			// The end record tells a replay that every lease was returned and how many records
 			// were lost.
 			e.journal.Write(journal.Record{Kind: journal.KindEnd, TimeMs: e.clock.Now(), Dropped: e.journal.Dropped()})
-			errs = append(errs, e.journal.Close())
+			// Within the shutdown's deadline, or a second when what came before used it up: a
+			// journal on a disk that hangs loses its queue rather than hold the process.
+			ctx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now().Add(time.Second)))
+			errs = append(errs, e.journal.CloseContext(ctx))
+			cancel()
 			errs = append(errs, e.journalFile.Close())
 		}
 		e.closeErr = errors.Join(errs...)
@@ -441,3 +445,11 @@ var quietRedisLog sync.Once
 type discardLogger struct{}
 
 func (discardLogger) Printf(context.Context, string, ...any) {}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -111,7 +111,7 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 	m.unknown = newUnknownDomains(unknown)
 	m.journalDrops = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "rate_limit_journal_dropped_total",
-		Help: "Journal records dropped because the journal writer fell behind.",
+		Help: "Journal records lost: dropped because the journal writer fell behind, or not written because the disk refused them.",
 	}, journalDropped)
 	m.inflight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rate_limit_inflight_requests",

@@ -1,12 +1,14 @@
 package journal
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -193,4 +195,67 @@ func BenchmarkWrite(b *testing.B) {
 	}
 	b.StopTimer()
 	_ = w.Close()
+}
+
+// fullDisk accepts n bytes, then fails every write as a full disk does.
+type fullDisk struct{ n int }
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	if len(p) <= d.n {
+		d.n -= len(p)
+		return len(p), nil
+	}
+	n := d.n
+	d.n = 0
+	return n, errors.New("no space left on device")
+}
+
+// TestWriterCountsWhatTheDiskRefuses: records lost to a failed write or flush count as dropped,
+// so that the enforcer's metric and the end record say the journal is incomplete; Close returns
+// the error.
+func TestWriterCountsWhatTheDiskRefuses(t *testing.T) {
+	w, err := NewWriter(&fullDisk{n: 1 << 10}, Header{}, Options{Buffer: 1 << 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	for i := range n {
+		w.Write(Record{Kind: KindDecision, TimeMs: int64(i), Key: "rl:edge:some-rule:user:someone"})
+	}
+	if err := w.Close(); err == nil {
+		t.Fatal("Close: no error from a full disk")
+	}
+	// The disk took 1 KiB: the header and a dozen records at most. Every other record is
+	// counted.
+	if got := w.Dropped(); got < n-20 || got > n {
+		t.Errorf("dropped: got %d of %d, want all but the few that fit in 1 KiB", got, n)
+	}
+}
+
+// TestCloseContextHungDisk: a journal whose disk hangs gives up at the context's deadline.
+func TestCloseContextHungDisk(t *testing.T) {
+	pr, pw := io.Pipe() // never read: every write hangs
+	defer pr.Close()
+	w, err := newWriterAsync(pw, Options{Buffer: 16, Policy: Block})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 {
+		w.Write(Record{Kind: KindDecision, TimeMs: int64(i)})
+	}
+	go func() { // writers that wait for room hold the lock Close needs
+		for i := range 100 {
+			w.Write(Record{Kind: KindDecision, TimeMs: int64(i)})
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = w.CloseContext(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("CloseContext on a hung disk: got %v, want the deadline's error", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("CloseContext took %v, want about the 100 ms deadline", took)
+	}
 }

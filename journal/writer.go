@@ -2,8 +2,10 @@ package journal
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"sync"
@@ -96,37 +98,66 @@ func (w *Writer) Dropped() uint64 {
 
 // Close writes every queued record, flushes, and returns the first write error. It does not
 // close the underlying io.Writer.
-func (w *Writer) Close() error {
+func (w *Writer) Close() error { return w.CloseContext(context.Background()) }
+
+// CloseContext is Close that gives up once ctx is done, returning an error that wraps ctx's: a
+// journal on a disk that hangs must not hold a shutdown past its deadline. The records still
+// queued are then lost.
+func (w *Writer) CloseContext(ctx context.Context) error {
 	if w == nil {
 		return nil
 	}
-	w.mu.Lock()
-	if !w.closed.Swap(true) {
-		close(w.ch)
+	// Under the Block policy, writers waiting for room hold the read lock while the disk
+	// hangs: the lock is taken on a goroutine of its own, so that ctx still bounds the wait.
+	go func() {
+		w.mu.Lock()
+		if !w.closed.Swap(true) {
+			close(w.ch)
+		}
+		w.mu.Unlock()
+	}()
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return fmt.Errorf("journal: records still queued when giving up: %w", ctx.Err())
 	}
-	w.mu.Unlock()
-	<-w.done
-	return w.err
 }
 
+// run writes the queued records. A record that cannot be written, or that a failed flush loses
+// from the buffer, counts as dropped (Dropped): once the disk is full, the journal loses every
+// record after, and says how many.
 func (w *Writer) run(bw *bufio.Writer) {
 	defer close(w.done)
 	buf := make([]byte, 0, 512)
+	var unflushed uint64 // records in bw since its last flush
+	fail := func(err error) {
+		if w.err == nil {
+			w.err = err
+		}
+	}
 	for r := range w.ch {
 		buf = AppendRecord(buf[:0], &r)
 		buf = append(buf, '\n')
-		if _, err := bw.Write(buf); err != nil && w.err == nil {
-			w.err = err
+		if _, err := bw.Write(buf); err != nil {
+			fail(err)
+			w.dropped.Add(1 + unflushed) // a bufio.Writer keeps nothing after an error
+			unflushed = 0
+			continue
 		}
+		unflushed++
 		// Flush when the queue is empty: batches under load, prompt when quiet.
 		if len(w.ch) == 0 {
-			if err := bw.Flush(); err != nil && w.err == nil {
-				w.err = err
+			if err := bw.Flush(); err != nil {
+				fail(err)
+				w.dropped.Add(unflushed)
 			}
+			unflushed = 0
 		}
 	}
-	if err := bw.Flush(); err != nil && w.err == nil {
-		w.err = err
+	if err := bw.Flush(); err != nil {
+		fail(err)
+		w.dropped.Add(unflushed)
 	}
 }
 
