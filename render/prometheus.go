@@ -184,8 +184,9 @@ func enforcerAlerts(m *policy.Model) []promAlert {
 			Labels: map[string]string{"severity": "warning"},
 			Annotations: promAnnotations{
 				Summary: "rlctl-enforcer {{ $labels.instance }}: the decision journal dropped {{ $value | humanize }} records in the last " + eventWindow,
-				Description: "The journal writer fell behind the disk and dropped records, so a replay of this " +
-					"journal is not exact. Give the journal a faster disk, or run with --journal-block.",
+				Description: "The journal lost records (its writer fell behind the disk, or the disk refused " +
+					"them: full or failing), so a replay of this journal is not exact. Give the journal room and a " +
+					"faster disk, or run with --journal-block.",
 			},
 		},
 	}
