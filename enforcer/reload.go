@@ -79,6 +79,7 @@ func (e *Enforcer) swap(s snapshot) error {
 	if err != nil {
 		return err
 	}
+	rc.keepMeters(e.cfg.Load())
 	// The config record goes first: every decision that reads rc comes after the swap, so
 	// after the record (decisions name their config by its generation).
 	e.gen++

@@ -3,6 +3,7 @@ package enforcer
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,35 @@ func TestWatchSkipsUnchangedPolicy(t *testing.T) {
 	eventually(t, 3*time.Second, "the new version", func() bool { return in.ConfigVersion() != v1 })
 	if got := in.metric(t, ok); got != before+1 {
 		t.Errorf("after a changed policy: %v reloads, want %v", got, before+1)
+	}
+}
+
+// TestReloadKeepsSoftMeters: the soft stage's over-quota meter of a rule a reload leaves as it is
+// keeps its count (RateLimit-Warning's over= runs high, never low); it restarted at 0 on every
+// reload, of whatever rule.
+func TestReloadKeepsSoftMeters(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	over := func() string {
+		resp := in.ask(t, "edge", []string{"stage=soft", "user=meter"})
+		w := header(resp, HeaderWarning)
+		_, rest, _ := strings.Cut(w, ";over=")
+		n, _, _ := strings.Cut(rest, ";")
+		return n
+	}
+	var before string
+	for range 10 {
+		before = over()
+	}
+	m := testModel()
+	m.Domains[0].Rules = append(m.Domains[0].Rules, testRule("added", 5, policy.Stage{Name: policy.StageEnforce}, policy.FailClosed))
+	writeSnapshot(t, in.path, m)
+	if err := in.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	after := over()
+	b, _ := strconv.Atoi(before)
+	a, _ := strconv.Atoi(after)
+	if before == "" || a < b {
+		t.Errorf("over= before the reload %q, after %q: want it not to fall", before, after)
 	}
 }

@@ -73,6 +73,37 @@ func compile(m *policy.Model, version, instance string, mx *metrics, ls *leasing
 	return rc, nil
 }
 
+// keepMeters gives rc's soft-stage over-quota meters the counts of prev's (the config serving
+// before rc), for each limit of a rule of the same domain and name with the same requests and
+// window: a reload of another rule must not reset them (RateLimit-Warning's over= may run high,
+// never low). prev may be nil.
+func (rc *runtimeConfig) keepMeters(prev *runtimeConfig) {
+	if prev == nil {
+		return
+	}
+	for name, ds := range rc.domains {
+		pd := prev.domains[name]
+		if pd == nil {
+			continue
+		}
+		old := map[string]*ruleState{}
+		for _, rs := range pd.rules {
+			old[rs.name] = rs
+		}
+		for _, rs := range ds.rules {
+			o := old[rs.name]
+			if o == nil {
+				continue
+			}
+			for i, v := range rs.views {
+				if i < len(o.views) && o.views[i].requests == v.requests && o.views[i].windowMs == v.windowMs {
+					v.over = o.views[i].over
+				}
+			}
+		}
+	}
+}
+
 func compileRule(domain string, r *policy.Rule, instance string, mx *metrics, ls *leasing) (*ruleState, error) {
 	if !r.Stage.Name.Valid() {
 		return nil, fmt.Errorf("unknown stage %q", r.Stage.Name)
