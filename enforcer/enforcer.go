@@ -292,6 +292,13 @@ func (e *Enforcer) Close() error {
 }
 
 func (e *Enforcer) openJournal() error {
+	// The previous run's journal is what an operator replays after a crash, and a supervisor
+	// restarts the enforcer at once: it is kept as FILE.prev rather than truncated.
+	if fi, err := os.Stat(e.conf.JournalPath); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+		if err := os.Rename(e.conf.JournalPath, e.conf.JournalPath+".prev"); err != nil {
+			return fmt.Errorf("enforcer: journal: keeping the previous one: %w", err)
+		}
+	}
 	f, err := os.OpenFile(e.conf.JournalPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("enforcer: journal: %w", err)

@@ -37,7 +37,7 @@ func Flags(c *Config) *pflag.FlagSet {
 	fs.IntVar(&c.RedisPipelines, "redis-pipelines", DefaultRedisPipelines, "Redis pipelines in flight at once, shared by concurrent store calls; -1 sends each call on its own, 0 is rejected (--store redis)")
 	fs.IntVar(&c.MaxKeys, "max-keys", DefaultMaxKeys, "most keys this instance tracks lease state for; beyond it the lease idle longest is evicted and its tokens given back; at least 1")
 	fs.StringVar(&c.InstanceID, "instance-id", "", "instance identity for canary membership (default $POD_NAME, then hostname)")
-	fs.StringVar(&c.JournalPath, "journal", "", "write the decision journal to this file (off by default)")
+	fs.StringVar(&c.JournalPath, "journal", "", "write the decision journal to this file (off by default); an earlier run's journal there is kept as FILE.prev")
 	fs.BoolVar(&c.JournalBlock, "journal-block", false, "block decisions instead of dropping journal records when the journal falls behind")
 	fs.BoolVar(&c.LegacyHeaders, "legacy-headers", false, "also send X-RateLimit-Limit, -Remaining and -Reset")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "graceful shutdown bound; above 0")

@@ -3,6 +3,7 @@ package enforcer
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,5 +185,20 @@ func TestReloadKeepsSoftMeters(t *testing.T) {
 	a, _ := strconv.Atoi(after)
 	if before == "" || a < b {
 		t.Errorf("over= before the reload %q, after %q: want it not to fall", before, after)
+	}
+}
+
+// TestJournalKeepsPrevious: an enforcer started on the path of an earlier run's journal keeps
+// that journal as FILE.prev: after a crash, a supervisor's restart must not wipe what an
+// operator replays.
+func TestJournalKeepsPrevious(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.jsonl")
+	if err := os.WriteFile(path, []byte("the crashed run's journal\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := spawn(t, testModel(), func(c *Config) { c.JournalPath = path })
+	in.ask(t, "edge", []string{"stage=enforce", "user=j"})
+	if b, err := os.ReadFile(path + ".prev"); err != nil || string(b) != "the crashed run's journal\n" {
+		t.Errorf("%s.prev: got %q, %v; want the earlier journal", path, b, err)
 	}
 }
