@@ -429,10 +429,13 @@ func fastRFC3339UTC(s string) (int64, bool) {
 	}
 	c, y2 := twoDigits(s, 0), twoDigits(s, 2)
 	mo, d, h, mi, se := twoDigits(s, 5), twoDigits(s, 8), twoDigits(s, 11), twoDigits(s, 14), twoDigits(s, 17)
-	if c < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 60 {
+	if c < 0 || y2 < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 59 {
 		return 0, false
 	}
 	y := c*100 + y2
+	if d > 28 && d > monthDays(y, mo) {
+		return 0, false // 2025-02-30: the slow path refuses it, as it refuses second 60
+	}
 	ms := 0
 	if s[19] == '.' {
 		frac := s[20 : len(s)-1]
@@ -459,6 +462,20 @@ func fastRFC3339UTC(s string) (int64, bool) {
 	}
 	days := daysFromCivil(y, mo, d)
 	return ((days*24+int64(h))*60+int64(mi))*60_000 + int64(se)*1000 + int64(ms), true
+}
+
+// monthDays is the number of days of month m of year y.
+func monthDays(y, m int) int {
+	switch m {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // twoDigits is the number the two decimal digits of s at i write, or -1 when they are not two
