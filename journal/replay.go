@@ -302,7 +302,10 @@ func (r *replayer) decision(rec *Record) error {
 	}
 	rc := r.configs[rec.Gen]
 	if rc == nil {
-		return fmt.Errorf("decision of config generation %d, which no earlier config record names", rec.Gen)
+		// The enforcer drops records rather than slow a request (unless --journal-block), and a
+		// dropped config record leaves its decisions without a policy: say so, as the end
+		// record's count of dropped records comes too late to.
+		return fmt.Errorf("decision of config generation %d, which no earlier config record names: the journal lost that record (an enforcer without --journal-block drops records when its journal falls behind)", rec.Gen)
 	}
 	rule := rc.rules[rec.Domain][rec.Rule]
 	if rule == nil {

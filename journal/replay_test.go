@@ -167,6 +167,17 @@ func TestReplayErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want an error containing %q", tt.name, err, tt.want)
 		}
 	}
+	// A config record the enforcer dropped: its decisions say the journal lost it.
+	var noConfig []Record
+	for _, r := range recs {
+		if r.Kind != KindConfig {
+			noConfig = append(noConfig, r)
+		}
+	}
+	if _, err := Replay(context.Background(), []*policy.Model{replayModel()}, []Input{{Name: "j.jsonl", R: journalOf(t, replayHeader, noConfig)}}); err == nil ||
+		!strings.Contains(err.Error(), "the journal lost that record") {
+		t.Errorf("a dropped config record: got %v, want an error saying the journal lost it", err)
+	}
 	v1 := strings.NewReader(`{"journal":"rlctl","v":1,"start_ms":1}` + "\n")
 	if _, err := Replay(context.Background(), nil, []Input{{Name: "old.jsonl", R: v1}}); err == nil || !strings.Contains(err.Error(), "version 1") {
 		t.Errorf("version 1: got %v", err)
