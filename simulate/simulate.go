@@ -67,8 +67,11 @@ type Simulator struct {
 	sources  []*policy.Source
 	claims   []string       // the JWT claims they read, which tokens keep (claimNames)
 	builtins builtinHeaders // the headers they read that the log's own fields hold
-	domainAt []int
-	addrSrc  [2]*policy.Source // whole address and subnet, for the shared-NAT check
+	// gapHorizon is how many seconds of a gap in the log run their housekeeping one by one
+	// (shard.ticks): enough for every lease to be given back and forgotten.
+	gapHorizon int64
+	domainAt   []int
+	addrSrc    [2]*policy.Source // whole address and subnet, for the shared-NAT check
 
 	// The sequencer's state (sequence): the replay's clock, its housekeeping ticks and the
 	// width of its time buckets, which the shards follow.
@@ -175,6 +178,11 @@ func New(cfg Config) (*Simulator, error) {
 	s.domainAt = append(s.domainAt, len(s.sources))
 	s.claims = claimNames(s.sources)
 	s.builtins = builtinHeadersOf(HeadersFor(cfg.Model))
+	for _, rs := range s.rules {
+		// A lease is given back at the first sweep after its TTL and forgotten at the first
+		// after another TTL: four sweep periods and a second cover both.
+		s.gapHorizon = max(s.gapHorizon, 4*max(1, rs.rule.Lease.TTLMs/1000)+1)
+	}
 	s.rb = s.newBuilder()
 	s.assign = &assigner{a: cfg.Assign, n: cfg.Gateways, byName: map[string]int{}}
 	if cfg.Assign.Kind != "field" {

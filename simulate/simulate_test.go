@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/policy"
@@ -607,5 +608,13 @@ func TestGapSweeps(t *testing.T) {
 		if rl.WouldDeny != rl.IdealDeny || rl.OverAdmission != 0 {
 			t.Errorf("%s: would deny %d, ideal deny %d, over-admitted %d; want as many as the ideal engine, none over", tc.name, rl.WouldDeny, rl.IdealDeny, rl.OverAdmission)
 		}
+	}
+
+	// A gap of centuries (a far-future timestamp) runs only its first seconds one by one.
+	start := time.Now()
+	far := append(alone, at(200*365*86_400_000, "t1"))
+	replay(t, Config{Model: m, Gateways: 1}, far)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("a replay across a gap of 200 years took %v", took)
 	}
 }
