@@ -75,7 +75,7 @@ dl.legend dt{font-weight:600} dl.legend dd{margin:0}
 	}
 
 	b.WriteString("<h2>Rules</h2>\n<table><tr>")
-	for i, col := range []string{"Rule", "Stage", "Limit", "Requests", "Would deny", "Ideal", "Over", "Under", "Stranded max", "Lease max", "Legit", "NAT"} {
+	for i, col := range []string{"Rule", "Stage", "Limit", "Requests", "Would deny", "Denied", "Ideal", "Over", "Under", "Stranded max", "Lease max", "Legit", "NAT"} {
 		b.WriteString("<th")
 		if i < 3 {
 			b.WriteString(" class=l")
@@ -87,8 +87,8 @@ dl.legend dt{font-weight:600} dl.legend dd{margin:0}
 	}
 	b.WriteString("</tr>\n")
 	for _, rl := range r.Rules {
-		fmt.Fprintf(&b, "<tr><td class=l><a href=\"#%s\"><code>%s/%s</code></a></td><td class=l>%s</td><td class=l>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n",
-			anchor(rl), htmlEscape(rl.Domain), htmlEscape(rl.Rule), htmlEscape(rl.Stage), htmlEscape(rl.Limit), rl.Requests, rl.WouldDeny, rl.IdealDeny,
+		fmt.Fprintf(&b, "<tr><td class=l><a href=\"#%s\"><code>%s/%s</code></a></td><td class=l>%s</td><td class=l>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n",
+			anchor(rl), htmlEscape(rl.Domain), htmlEscape(rl.Rule), htmlEscape(rl.Stage), htmlEscape(rl.Limit), rl.Requests, rl.WouldDeny, rl.Denied, rl.IdealDeny,
 			rl.OverAdmission, rl.UnderAdmission, rl.StrandedMax, rl.LeaseMax, rl.LegitDenials, rl.NATCollateral)
 	}
 	b.WriteString("</table>\n")

@@ -176,15 +176,15 @@ func markdownHead(r *Report) string {
 		}
 	}
 	if len(r.Rules) > 0 {
-		b.WriteString("\n| Rule | Stage | Requests | Would deny | Ideal | Over | Under | Stranded max | False pos |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("\n| Rule | Stage | Requests | Would deny | Denied | Ideal | Over | Under | Stranded max | False pos |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for i, rl := range r.Rules {
 			if i == maxMarkdownRules {
-				fmt.Fprintf(&b, "| _%d more rules_ | | | | | | | | |\n", len(r.Rules)-i)
+				fmt.Fprintf(&b, "| _%d more rules_ | | | | | | | | | |\n", len(r.Rules)-i)
 				break
 			}
-			fmt.Fprintf(&b, "| `%s/%s` | %s | %d | %d | %d | %d | %d | %d | %d |\n", mdEscape(rl.Domain), mdEscape(rl.Rule),
-				rl.Stage, rl.Requests, rl.WouldDeny, rl.IdealDeny, rl.OverAdmission, rl.UnderAdmission, rl.StrandedMax, rl.FalsePositives)
+			fmt.Fprintf(&b, "| `%s/%s` | %s | %d | %d | %d | %d | %d | %d | %d | %d |\n", mdEscape(rl.Domain), mdEscape(rl.Rule),
+				rl.Stage, rl.Requests, rl.WouldDeny, rl.Denied, rl.IdealDeny, rl.OverAdmission, rl.UnderAdmission, rl.StrandedMax, rl.FalsePositives)
 		}
 	}
 	b.WriteString(markdownLegend(r))

@@ -30,12 +30,12 @@ func WriteTable(w io.Writer, r *Report) error {
 	if len(r.Rules) > 0 {
 		tbl := tablewriter.NewTable(w, tablewriter.WithRowAlignmentConfig(tw.CellAlignment{
 			PerColumn: []tw.Align{tw.AlignLeft, tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight,
-				tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}}))
-		tbl.Header("Rule", "Stage", "Requests", "Would deny", "Ideal", "Over", "Under", "Stranded max", "Lease max", "False pos")
+				tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}}))
+		tbl.Header("Rule", "Stage", "Requests", "Would deny", "Denied", "Ideal", "Over", "Under", "Stranded max", "Lease max", "False pos")
 		var rows [][]string
 		for _, rl := range r.Rules {
 			rows = append(rows, []string{rl.Domain + "/" + rl.Rule, rl.Stage, itoa(rl.Requests), itoa(rl.WouldDeny),
-				itoa(rl.IdealDeny), itoa(rl.OverAdmission), itoa(rl.UnderAdmission), itoa(rl.StrandedMax),
+				itoa(rl.Denied), itoa(rl.IdealDeny), itoa(rl.OverAdmission), itoa(rl.UnderAdmission), itoa(rl.StrandedMax),
 				itoa(rl.LeaseMax), itoa(rl.FalsePositives)})
 		}
 		if err := tbl.Bulk(rows); err != nil {
