@@ -179,12 +179,7 @@ func (ed *envoyDomain) assumptions() []Finding {
 			}
 		}
 	}
-	if len(ed.actions.guarded) > 0 {
-		hs := make([]string, 0, len(ed.actions.guarded))
-		for h := range ed.actions.guarded {
-			hs = append(hs, h)
-		}
-		slices.Sort(hs)
+	if hs := ed.actions.guardedHeaders(); len(hs) > 0 {
 		add("the %s filter keeps only the first value of %s, which fail-closed rules' header matches read, so that a header sent twice cannot skip them: the upstream sees that value alone",
 			FilterIdentity, strings.Join(hs, ", "))
 	}
@@ -211,12 +206,7 @@ func (da *domainActions) identityFilter() (*hcmv3.HttpFilter, error) {
 		return nil, nil
 	}
 	var muts []*mutationv3.HeaderMutation
-	guarded := make([]string, 0, len(da.guarded))
-	for h := range da.guarded {
-		guarded = append(guarded, h)
-	}
-	slices.Sort(guarded)
-	for _, h := range guarded {
+	for _, h := range da.guardedHeaders() {
 		muts = append(muts, &mutationv3.HeaderMutation{Action: &mutationv3.HeaderMutation_Append{Append: &corev3.HeaderValueOption{
 			Header:       &corev3.HeaderValue{Key: h, Value: "%REQ(" + h + ")%"},
 			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,

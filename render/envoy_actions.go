@@ -57,6 +57,16 @@ type domainActions struct {
 	modes                    map[policy.FailureMode]bool
 }
 
+// guardedHeaders are the names in guarded, sorted.
+func (da *domainActions) guardedHeaders() []string {
+	hs := make([]string, 0, len(da.guarded))
+	for h := range da.guarded {
+		hs = append(hs, h)
+	}
+	slices.Sort(hs)
+	return hs
+}
+
 // claimHeader is the request header that carries a verified JWT claim for the identity waterfall.
 func claimHeader(claim string) string { return headerClaimPrefix + strings.ToLower(claim) }
 

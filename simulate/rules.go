@@ -41,6 +41,10 @@ type ruleSim struct {
 	keySeed, idSeed uint64
 }
 
+// sweepEvery is how many seconds apart the replay sweeps the rule's lease managers: every lease
+// TTL, at most every second (shard.tick).
+func (rs *ruleSim) sweepEvery() int64 { return max(1, rs.rule.Lease.TTLMs/1000) }
+
 func newDomainSim(d *policy.Domain) (*domainSim, error) {
 	ds := &domainSim{d: d, rules: make([]*ruleSim, 0, len(d.Rules))}
 	index := map[string]int{}

@@ -236,7 +236,7 @@ func (sh *shard) due(j int64) bool {
 		return true
 	}
 	for _, rs := range sh.sim.rules {
-		if due(j-1, j, max(1, rs.rule.Lease.TTLMs/1000)) {
+		if due(j-1, j, rs.sweepEvery()) {
 			return true
 		}
 	}
@@ -253,7 +253,7 @@ func (sh *shard) tick(since, k int64, stranded []int64) error {
 	now := sh.nowUs / 1000
 	for i, rs := range sh.sim.rules {
 		sr := &sh.rules[i]
-		if due(since, k, max(1, rs.rule.Lease.TTLMs/1000)) {
+		if due(since, k, rs.sweepEvery()) {
 			for _, m := range sr.gateway {
 				if m == nil {
 					continue

@@ -181,7 +181,7 @@ func New(cfg Config) (*Simulator, error) {
 	for _, rs := range s.rules {
 		// A lease is given back at the first sweep after its TTL and forgotten at the first
 		// after another TTL: four sweep periods and a second cover both.
-		s.gapHorizon = max(s.gapHorizon, 4*max(1, rs.rule.Lease.TTLMs/1000)+1)
+		s.gapHorizon = max(s.gapHorizon, 4*rs.sweepEvery()+1)
 	}
 	s.rb = s.newBuilder()
 	s.assign = &assigner{a: cfg.Assign, n: cfg.Gateways, byName: map[string]int{}}
