@@ -138,9 +138,13 @@ func extract(rev, path, dir string) (string, error) {
 	if spec == "." {
 		spec = ""
 	}
-	if _, err := git(top, "rev-parse", "--verify", "--quiet", rev+"^{commit}"); err == nil && spec != "" {
+	if spec != "" {
+		// One process when the path is there; a second only to tell a missing path from a
+		// missing revision, which stays an error.
 		if _, err := git(top, "cat-file", "-e", rev+":"+spec); err != nil {
-			return "", fmt.Errorf("%s at %s: %w", path, rev, ErrNotAtRevision)
+			if _, err := git(top, "rev-parse", "--verify", "--quiet", rev+"^{commit}"); err == nil {
+				return "", fmt.Errorf("%s at %s: %w", path, rev, ErrNotAtRevision)
+			}
 		}
 	}
 	cmd := exec.Command("git", "-C", top, "archive", "--format=tar", rev, "--", spec)
