@@ -162,10 +162,9 @@ func leadsToLimit(d erlconfig.Descriptor) bool {
 	return false
 }
 
-// TestImportNames: a rate_limit's name is kept when it is valid, made valid otherwise, made
-// unique, and a descriptor without one is named after its key path.
-func TestImportNames(t *testing.T) {
-	c := parseFile(t, "testdata/good/features.yaml")
+// importedModel imports one configuration and loads the CUE it gives.
+func importedModel(t *testing.T, c *erlconfig.Config) *policy.Model {
+	t.Helper()
 	files, _, err := erlconfig.Import([]*erlconfig.Config{c})
 	if err != nil {
 		t.Fatal(err)
@@ -176,8 +175,15 @@ func TestImportNames(t *testing.T) {
 	}
 	m, err := schema.Load(dir)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, files[0].Data)
 	}
+	return m
+}
+
+// TestImportNames: a rate_limit's name is kept when it is valid, made valid otherwise, made
+// unique, and a descriptor without one is named after its key path.
+func TestImportNames(t *testing.T) {
+	m := importedModel(t, parseFile(t, "testdata/good/features.yaml"))
 	var got []string
 	for _, r := range m.Domains[0].Rules {
 		got = append(got, r.Name+" "+describe(r.Match))
@@ -211,18 +217,7 @@ descriptors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, _, err := erlconfig.Import([]*erlconfig.Config{cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, files[0].Name), files[0].Data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := schema.Load(dir)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, files[0].Data)
-	}
+	m := importedModel(t, cfg)
 	var got []string
 	for _, r := range m.Domains[0].Rules {
 		got = append(got, r.Name)
