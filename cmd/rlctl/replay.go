@@ -97,14 +97,12 @@ func replayJournals(cmd *cobra.Command, rf replayFlags) error {
 		}
 		models = append(models, m)
 	}
+	if err := stdinOnce("--journal", rf.journals); err != nil {
+		return usageErrorf("%s: %w", name, err)
+	}
 	var inputs []journal.Input
-	stdinSeen := false
 	for _, p := range rf.journals {
 		if p == "-" {
-			if stdinSeen {
-				return usageErrorf(`%s: --journal "-" (stdin) given more than once`, name)
-			}
-			stdinSeen = true
 			inputs = append(inputs, journal.Input{Name: "stdin", R: cmd.InOrStdin()})
 			continue
 		}

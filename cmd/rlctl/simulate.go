@@ -356,6 +356,21 @@ func topN(top int) int {
 
 // fileFlagError is err, met opening or reading file path of flag (--log, say), as users read
 // it: "--log FILE: no such file or directory", not the system call's "open FILE: ...".
+// stdinOnce refuses "-" (stdin) given more than once to flag among paths: one stream cannot be
+// read as two inputs.
+func stdinOnce(flag string, paths []string) error {
+	n := 0
+	for _, p := range paths {
+		if p == "-" {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf(`%s "-" (stdin) given more than once`, flag)
+	}
+	return nil
+}
+
 func fileFlagError(flag, path string, err error) error {
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		err = pe.Err
@@ -439,16 +454,13 @@ func openLogs(paths []string, stdin io.Reader) ([]simulate.Input, int64, func(),
 	var inputs []simulate.Input
 	var total int64
 	readBytes.Store(0)
-	stdinSeen := false
+	// Merging reads the logs side by side: two readers of one stream would each get pieces
+	// of the other's lines.
+	if err := stdinOnce("--log", paths); err != nil {
+		return nil, 0, nil, err
+	}
 	for _, p := range paths {
 		if p == "-" {
-			if stdinSeen {
-				// Merging reads the logs side by side: two readers of one stream would each
-				// get pieces of the other's lines.
-				closeAll()
-				return nil, 0, nil, errors.New(`--log "-" (stdin) given more than once`)
-			}
-			stdinSeen = true
 			inputs = append(inputs, simulate.Input{Name: "stdin", R: countingReader{stdin, &readBytes}})
 			total = -1
 			continue
