@@ -60,7 +60,7 @@ CONTRACT_TESTS := ^(TestRedisMatchesModel|TestRedisClusterMatchesModel|TestJourn
 # the breaker rightly opens). The whole of ./engine ./enforcer under -race takes over ten
 # minutes here.
 RACE_ENGINE   := TestLease|TestPipelined|TestKeyCap|TestFallback|TestMemory|TestDecide
-RACE_ENFORCER := TestGuarded|TestBreaker|TestStages|TestStatuses|TestReloadUnderLoad|TestRedisOutage|TestShutdownReturnsLeases|TestHitsAddend|TestAttack/.*/closed/c=4/instances=1$$
+RACE_ENFORCER := TestGuarded|TestBreaker|TestStages|TestStatuses|TestReloadUnderLoad|TestReloadChangesLimitOfBusyKey|TestRedisOutage|TestShutdownReturnsLeases|TestHitsAddend|TestAttack/.*/closed/c=4/instances=1$$
 
 # Packages run one at a time (-p 1): several start Redis servers and hold latency bounds (the
 # outage tests' 10 ms tail) that a neighbour package's load on two cores would break; together

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/rlctl/rlctl/internal/policyfixture"
+	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/journal"
 	"github.com/rlctl/rlctl/policy"
 )
@@ -200,5 +201,52 @@ func TestJournalKeepsPrevious(t *testing.T) {
 	in.ask(t, "edge", []string{"stage=enforce", "user=j"})
 	if b, err := os.ReadFile(path + ".prev"); err != nil || string(b) != "the crashed run's journal\n" {
 		t.Errorf("%s.prev: got %q, %v; want the earlier journal", path, b, err)
+	}
+}
+
+// TestReloadChangesLimitOfBusyKey: a reload that changes a rule's limits holds a key under
+// attack to the new ones at once, on every instance of one Redis. A busy key's lease was
+// refilled under the limits it was made with for as long as the key stayed busy: lowered from
+// 100,000 to 20 a minute during an attack, a key went on being admitted in full (9,100 of
+// 9,100 on two instances). Raised from 5, a key the old limit held as dry must not stay held
+// (0 of 4,354 while the hold outlived the limit).
+func TestReloadChangesLimitOfBusyKey(t *testing.T) {
+	srv := redistest.Start(t)
+	model := func(n int64) *policy.Model {
+		m := attackModel(policy.TokenBucket, policy.FailClosed)
+		m.Domains[0].Rules[0].Limits[0].Requests, m.Domains[0].Rules[0].Limits[0].Burst = n, n
+		m.Domains[0].Rules[0].Limits[0].WindowMs = 60_000
+		return m
+	}
+	ins := attackInstances(t, srv, model(100_000), 2)
+	reload := func(n int64) {
+		t.Helper()
+		for _, in := range ins {
+			writeSnapshot(t, in.path, model(n))
+			if err := in.Reload(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := hammer(t, srv, ins, 4, 300*time.Millisecond, 0); got.admitted < got.requests*9/10 || got.errs > 0 {
+		t.Fatalf("under 100,000 a minute: %d of %d admitted, %d errors (%s)", got.admitted, got.requests, got.errs, got.firstErr)
+	}
+
+	reload(20)
+	got := hammer(t, srv, ins, 4, 500*time.Millisecond, 0)
+	// The bucket holds 20 tokens at most, and refills one every 3 s.
+	if got.admitted > 20 || got.admitted == 0 || got.errs > 0 {
+		t.Errorf("lowered to 20 a minute: %d of %d admitted, %d errors (%s); want 1 to 20",
+			got.admitted, got.requests, got.errs, got.firstErr)
+	}
+
+	reload(5)
+	hammer(t, srv, ins, 4, 200*time.Millisecond, 0) // spends the bucket: the key is held as dry
+	reload(100_000)
+	// The bucket keeps what it held, next to nothing, and refills 1,667 tokens a second:
+	// about 500 in the run. The dry key's hold under 5 a minute (12 s a token) must go.
+	if got := hammer(t, srv, ins, 4, 300*time.Millisecond, 0); got.admitted < min(300, got.requests*2/3) || got.errs > 0 {
+		t.Errorf("raised from 5 to 100,000 a minute: %d of %d admitted, %d errors (%s); want 300 or more",
+			got.admitted, got.requests, got.errs, got.firstErr)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,8 +145,8 @@ type LeaseManager struct {
 
 // lease is one key's local state. Its fields are laid out by use, so that a
 // local hit reads one cache line and a visit from Sweep one to three: the
-// struct is 320 bytes, a size class whose objects are cache-line aligned. The
-// fields that mu guards are marked so.
+// struct is 312 bytes, allocated in the 320-byte size class, whose objects are
+// cache-line aligned. The fields that mu guards are marked so.
 type lease struct {
 	// Line 1: what a local hit and every visit from Sweep read.
 	balance  plainable    // tokens spendable without I/O
@@ -173,21 +174,26 @@ type lease struct {
 	gen uint32
 
 	// Line 2: what a return of the balance to the store reads.
-	key     string
-	limits  []Limit // mu
-	takenAt int64   // mu; store time of the last grant
-	// hint lets a single-goroutine Memory find the key's state without
-	// hashing the key (storeHint). Only the store touches it.
-	hint storeHint
-
-	// Line 3.
-	drained int64 // mu; tokens ever removed from balance by returns
+	key string
+	// The key's limits are the nLimits at limitsAt (limits), set under mu (setLimits).
+	// limitsAt is atomic so that a keyed Take sees, without the lock, that a reload gave
+	// the key other limits.
+	limitsAt atomic.Pointer[Limit]
+	nLimits  int32
+	smallest int32 // mu; index of the limit with the least capacity
+	takenAt  int64 // mu; store time of the last grant
 	// Spends take the oldest tokens first, so the balance holds up to
 	// lastAdd tokens of the last grant (taken at takenAt) and the rest from
 	// earlier grants, taken no earlier than olderAt (mu). A return gives
 	// each part back at its own time: a window's count is lowered only by
 	// tokens taken in it (leftover).
 	olderAt int64
+	// hint lets a single-goroutine Memory find the key's state without
+	// hashing the key (storeHint). Only the store touches it.
+	hint storeHint
+
+	// Line 3.
+	drained int64 // mu; tokens ever removed from balance by returns
 	pending int32 // mu; synchronous takes in flight
 	// dry (mu) is set when the store's last reply denied the key or left it less than a
 	// batch: the key is at its limit. While a store call for a dry key is in flight,
@@ -219,7 +225,6 @@ type lease struct {
 	// computed before the return landed.
 	// (A time, not a count of returns in flight, so that a journal replays it exactly.)
 	returnedAt int64
-	smallest   int32 // mu; index of the limit with the least capacity
 	// lastAdd (mu) is how many tokens the last grant added to the balance,
 	// at most MaxInt32: a larger grant's excess counts as older, which a
 	// return refunds no more than is due.
@@ -303,8 +308,11 @@ func NewLeaseManager(cfg LeaseConfig) (*LeaseManager, error) {
 	return &LeaseManager{cfg: cfg, single: cfg.SingleGoroutine, unindexed: cfg.HandlesOnly}, nil
 }
 
-// Take decides a request of cost tokens on key, whose limits are limits (the
-// same for every call with that key). It returns an error for an invalid cost,
+// Take decides a request of cost tokens on key, whose limits are limits: the
+// same slice for every call with that key, until a reload compiles the rule
+// anew. A slice of other figures changes the key's limits (relimit): the
+// tokens the key holds under the old ones go back to the store, and the new
+// ones hold from this request on. It returns an error for an invalid cost,
 // after Close, and when the store fails; the caller then applies its
 // fail-open or fail-closed rule.
 func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cost int64) (d Decision, err error) {
@@ -312,6 +320,9 @@ func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cos
 		return d, ErrHandlesOnly
 	}
 	l := m.lookup(key, false, limits)
+	if !l.hasLimits(limits) {
+		return m.slow(ctx, l, limits, cost)
+	}
 	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
 		m.hit(&d, l, rest)
@@ -329,6 +340,9 @@ func (m *LeaseManager) TakeBytes(ctx context.Context, key []byte, limits []Limit
 	}
 	// The unsafe view is only looked up; lookup clones it before storing it.
 	l := m.lookup(unsafe.String(unsafe.SliceData(key), len(key)), true, limits)
+	if !l.hasLimits(limits) {
+		return m.slow(ctx, l, limits, cost)
+	}
 	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
 		m.hit(&d, l, rest)
@@ -565,13 +579,32 @@ func (l *lease) setLowWater(v int64) {
 	l.lowWater.Store(int32(min(v, math.MaxInt32)))
 }
 
-// setLimits records the key's limits (a reload may change them) and the
-// largest cost they can ever grant. The caller holds l.mu or owns l.
+// limits returns the key's limits. The caller holds l.mu or owns l.
+func (l *lease) limits() []Limit {
+	return unsafe.Slice(l.limitsAt.Load(), l.nLimits)
+}
+
+// hasLimits reports whether limits are the key's limits as the lease last
+// recorded them: the same slice, which a caller passes for every call until a
+// reload compiles new ones. It reads one atomic word, without the lock.
+func (l *lease) hasLimits(limits []Limit) bool {
+	return l.limitsAt.Load() == unsafe.SliceData(limits)
+}
+
+// sameLimits reports whether limits are, in value, the key's limits as the
+// lease last recorded them. The caller holds l.mu or owns l.
+func (l *lease) sameLimits(limits []Limit) bool {
+	return (l.hasLimits(limits) && len(limits) == int(l.nLimits)) || slices.Equal(l.limits(), limits)
+}
+
+// setLimits records the key's limits and the largest cost they can ever
+// grant. The caller holds l.mu or owns l.
 func (l *lease) setLimits(limits []Limit) {
-	if len(limits) == len(l.limits) && (len(limits) == 0 || &limits[0] == &l.limits[0]) {
+	if l.hasLimits(limits) && len(limits) == int(l.nLimits) {
 		return
 	}
-	l.limits, l.smallest = limits, 0
+	l.limitsAt.Store(unsafe.SliceData(limits))
+	l.nLimits, l.smallest = int32(len(limits)), 0
 	for i, lim := range limits {
 		if lim.Capacity() < limits[l.smallest].Capacity() {
 			l.smallest = int32(i)
@@ -579,13 +612,41 @@ func (l *lease) setLimits(limits []Limit) {
 	}
 }
 
+// relimit gives the key limits, at local time now. When they differ from
+// the lease's (a reload changed the rule), what the lease holds was granted
+// under the old ones: it goes back to the store, as those limits granted it,
+// and so does what a prefetch in flight brings (landFetch), so that a key
+// kept busy is held to its new limits from its next request rather than
+// refilled under the old ones for as long as it stays busy. What the lease
+// learnt of the key under the old limits goes too: its hold as a dry key,
+// the figures of the last store reply and its admitted rate (the fail-open
+// bound doubles it). Only its batch size, an estimate of demand, stays. The
+// caller holds l.mu.
+func (m *LeaseManager) relimit(l *lease, limits []Limit, now int64) {
+	if l.sameLimits(limits) {
+		l.setLimits(limits)
+		return
+	}
+	last, older := m.leftover(l, now)
+	l.setLimits(limits)
+	l.blocked, l.blockFor, l.dry, l.replied, l.rate = 0, 0, false, false, admitted{}
+	l.resetAt.Store(0)
+	l.limiting.Store(0)
+	l.left.Store(0)
+	if last.N+older.N > 0 {
+		l.returnedAt = max(now, 1)
+	}
+	m.returnLater(older)
+	m.returnLater(last)
+}
+
 // capacity is the largest cost the key's limits can ever grant. The caller
 // holds l.mu or owns l.
 func (l *lease) capacity() int64 {
-	if len(l.limits) == 0 {
+	if l.nLimits == 0 {
 		return MaxExact
 	}
-	return min(MaxExact, l.limits[l.smallest].Capacity())
+	return min(MaxExact, l.limits()[l.smallest].Capacity())
 }
 
 // lowWater is the balance below which a prefetch starts for lease size B.
@@ -610,7 +671,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 		m.unlock(l)
 		return m.Take(ctx, l.key, limits, cost)
 	}
-	l.setLimits(limits)
+	m.relimit(l, limits, now)
 	if cost > l.capacity() {
 		d := Decision{Local: true, RetryAfter: Never, Limiting: int(l.smallest), ResetAfter: limits[l.smallest].RefillMs()}
 		if l.replied {
@@ -674,8 +735,19 @@ func (m *LeaseManager) landSync(l *lease, limits []Limit, cost, now int64, res R
 		m.storeErrors.add(m.single, 1)
 		return Decision{}, fmt.Errorf("lease %q: %w", l.key, err)
 	}
-	m.landed(l, now, limits, res, cost)
 	d := Decision{Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter, Limiting: res.Limiting}
+	if !l.sameLimits(limits) {
+		// A request of the config before a reload, or after it, changed the key's limits
+		// while this one waited (relimit): the reply decides this request, under the
+		// limits it was made with, and what it granted beyond the cost goes back.
+		if res.Granted > 0 {
+			d.OK = true
+			l.spent += cost
+			m.giveBackAs(l, limits, res.Granted-cost, res.Now)
+		}
+		return d, nil
+	}
+	m.landed(l, now, limits, res, cost)
 	if res.Granted == 0 {
 		if res.RetryAfter != Never {
 			// This instance asks again only once a batch can have refilled.
@@ -696,7 +768,12 @@ func (m *LeaseManager) landLate(l *lease, limits []Limit, res Result, err error)
 	m.lock(l)
 	defer m.unlock(l)
 	l.pending--
-	if err == nil {
+	switch {
+	case err != nil:
+	case !l.sameLimits(limits):
+		// A reload changed the key's limits while the call was on its way (relimit).
+		m.giveBackAs(l, limits, res.Granted, res.Now)
+	default:
 		m.landed(l, now, limits, res, 1)
 		if res.Granted > 0 && !l.dead {
 			m.credit(l, res.Granted, res.Now, now)
@@ -711,10 +788,16 @@ func (m *LeaseManager) landLate(l *lease, limits []Limit, res Result, err error)
 
 // giveBack returns n tokens to the store through the Dispatcher.
 func (m *LeaseManager) giveBack(l *lease, n, takenAt int64) {
+	m.giveBackAs(l, l.limits(), n, takenAt)
+}
+
+// giveBackAs returns n tokens, granted under limits, to the store through the
+// Dispatcher.
+func (m *LeaseManager) giveBackAs(l *lease, limits []Limit, n, takenAt int64) {
 	if n <= 0 {
 		return
 	}
-	m.returnLater(ReturnRequest{Key: l.key, Limits: l.limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now()), hint: &l.hint})
+	m.returnLater(ReturnRequest{Key: l.key, Limits: limits, N: n, TakenAt: takenAt, Now: m.storeNow(m.now()), hint: &l.hint})
 }
 
 // returnLater makes return req through the Dispatcher (returnBoth's

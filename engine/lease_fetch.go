@@ -28,7 +28,7 @@ func (m *LeaseManager) prefetch(l *lease) {
 		m.calledOff(l)
 		return
 	}
-	l.fetchWant, l.fetchLimits = want, l.limits
+	l.fetchWant, l.fetchLimits = want, l.limits()
 	if l.fetch == nil {
 		l.fetch = l.runFetch
 	}
@@ -85,6 +85,9 @@ func (l *lease) landFetch(res Result, err error, count bool) {
 		if count {
 			m.storeErrors.add(m.single, 1)
 		}
+	case !l.sameLimits(l.fetchLimits):
+		// A reload changed the key's limits while the prefetch was on its way (relimit).
+		m.giveBackAs(l, l.fetchLimits, res.Granted, res.Now)
 	default:
 		m.landed(l, now, l.fetchLimits, res, 1)
 		if res.Granted > 0 {

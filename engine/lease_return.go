@@ -160,13 +160,13 @@ func (m *LeaseManager) leftover(l *lease, now int64) (last, older ReturnRequest)
 		m.held -= n
 	}
 	newer := min(n, int64(l.lastAdd))
-	if sameWindows(l.limits, l.olderAt, l.takenAt) {
+	if sameWindows(l.limits(), l.olderAt, l.takenAt) {
 		newer = n // one return does
 	}
 	l.lastAdd = 0
 	at := m.storeNow(now)
-	last = ReturnRequest{Key: l.key, Limits: l.limits, N: newer, TakenAt: l.takenAt, Now: at, hint: &l.hint}
-	older = ReturnRequest{Key: l.key, Limits: l.limits, N: n - newer, TakenAt: l.olderAt, Now: at, hint: &l.hint}
+	last = ReturnRequest{Key: l.key, Limits: l.limits(), N: newer, TakenAt: l.takenAt, Now: at, hint: &l.hint}
+	older = ReturnRequest{Key: l.key, Limits: l.limits(), N: n - newer, TakenAt: l.olderAt, Now: at, hint: &l.hint}
 	return last, older
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -182,6 +183,58 @@ func TestLeaseReturnsOnExpiryAndClose(t *testing.T) {
 	}
 	if _, err := m.Take(ctx, "k", limits, 1); err == nil {
 		t.Error("take after close: no error")
+	}
+}
+
+// TestLeaseRelimit: a key whose limits a reload changes is held to the new ones from its next
+// Take: the balance leased under the old ones goes back to the store, as does a prefetch that
+// lands after the change, and decisions name limits of the new list. The same figures in
+// another slice (a reload that left the rule as it was) change nothing. Before, a busy key's
+// lease went on spending and refilling under the limits it was made with.
+func TestLeaseRelimit(t *testing.T) {
+	ctx := context.Background()
+	big := []Limit{{Requests: 100_000, Window: 60 * second}, {Requests: 50_000, Window: 60 * second, Algorithm: FixedWindow}}
+	small := []Limit{{Requests: 20, Window: 60 * second}}
+	store := NewMemory(nil)
+	v := &virtual{now: 1000, latency: 2}
+	m := newTestManager(t, store, v, LeaseConfig{MinLease: 50, MaxLease: 100, TTL: 5000})
+	take := func(limits []Limit) Decision {
+		t.Helper()
+		d, err := m.Take(ctx, "k", limits, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Limiting < 0 || d.Limiting >= len(limits) {
+			t.Fatalf("Limiting %d of %d limits", d.Limiting, len(limits))
+		}
+		return d
+	}
+	for take(big); m.Stats().Fetches < 2; take(big) { // until a prefetch is on its way
+	}
+	held := m.Stranded()
+	if held == 0 {
+		t.Fatal("no balance held before the change")
+	}
+	take(slices.Clone(big)) // the same figures: spent from the balance, nothing returned
+	if got := m.Stats().Returned; got != 0 || m.Stranded() != held-1 {
+		t.Fatalf("same limits in another slice: %d returned, %d held; want 0 and %d", got, m.Stranded(), held-1)
+	}
+	admitted := 0
+	for i := range 2000 {
+		v.advance(1000 + int64(i)) // the prefetch lands meanwhile
+		if take(small).OK {
+			admitted++
+		}
+	}
+	v.drain()
+	if admitted > 20 || admitted == 0 {
+		t.Errorf("after the limits fell to 20: %d admitted, want 1 to 20", admitted)
+	}
+	if got := m.Stats().Returned; got < held-1 {
+		t.Errorf("returned %d tokens, want the %d held under the old limits and the prefetch's", got, held-1)
+	}
+	if got := m.Stranded(); got > 20 {
+		t.Errorf("holds %d tokens under a limit of 20", got)
 	}
 }
 
