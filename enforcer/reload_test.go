@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/rlctl/rlctl/internal/policyfixture"
@@ -112,6 +115,14 @@ func BenchmarkShouldRateLimitMetadata(b *testing.B) {
 	benchShouldRateLimitCtx(b, ctx)
 }
 
+// BenchmarkShouldRateLimitOverride is the hot path for a descriptor with a limit override: its
+// limits are kept per rule (ruleState.override), not built for every request.
+func BenchmarkShouldRateLimitOverride(b *testing.B) {
+	benchShouldRateLimitReq(b, context.Background(), func(req *rlsv3.RateLimitRequest) {
+		req.Descriptors[0].Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100_000_000, Unit: typev3.RateLimitUnit_SECOND}
+	})
+}
+
 func benchShouldRateLimit(b *testing.B, mod func(*Config)) {
 	benchShouldRateLimitCtx(b, context.Background(), mod)
 }
@@ -121,11 +132,24 @@ func benchShouldRateLimitCtx(b *testing.B, ctx context.Context, mods ...func(*Co
 	if len(mods) > 0 {
 		mod = mods[0]
 	}
+	benchShouldRateLimitOn(b, ctx, mod, nil)
+}
+
+func benchShouldRateLimitReq(b *testing.B, ctx context.Context, reqMod func(*rlsv3.RateLimitRequest)) {
+	benchShouldRateLimitOn(b, ctx, nil, reqMod)
+}
+
+// benchShouldRateLimitOn runs the hot path on an enforcer that mod configures, for one key's
+// request that reqMod changes.
+func benchShouldRateLimitOn(b *testing.B, ctx context.Context, mod func(*Config), reqMod func(*rlsv3.RateLimitRequest)) {
 	m := testModel()
 	m.Domains[0].Rules[7].Lease = policyfixture.Lease(policyfixture.Bounds(5, 500), policyfixture.TTL(10_000), policyfixture.UnsetWatermark())
 	in := spawn(b, m, mod)
 	svc := service{e: in.Enforcer}
 	req := request("edge", []string{"stage=big", "user=hot"})
+	if reqMod != nil {
+		reqMod(req)
+	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

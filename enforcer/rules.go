@@ -2,6 +2,7 @@ package enforcer
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,9 @@ type ruleState struct {
 
 	lastShadowLog    atomic.Int64 // unix ms of the last RateLimitShadowBlock log line
 	shadowSuppressed atomic.Int64
+
+	overrides  sync.Map // [2]int64{requests, window ms} → *overrideForm (override)
+	nOverrides atomic.Int64
 }
 
 // compile builds the request-path form of m, whose content hash is version. instance decides

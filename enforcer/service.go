@@ -210,12 +210,41 @@ func (rs *ruleState) appendKey(dst []byte, ents []policy.Entry, override *common
 	return b
 }
 
-// override returns the limits and views of a descriptor's limit override.
+// overrideForm is a limit override's limits and views, as ruleState.override builds them.
+type overrideForm struct {
+	limits []engine.Limit
+	views  []*limitView
+}
+
+// maxOverrideForms bounds the overrides a rule keeps the form of: a gateway sends a few
+// (Envoy's limit override comes from route metadata), while values that vary with the request
+// should not grow the map without end; beyond the bound each is built for its request.
+const maxOverrideForms = 256
+
+// override returns the limits and views of a descriptor's limit override. The same override
+// gets the same slice of limits every time, as a rule's own limits are: the lease manager holds
+// a key to new limits when it is given another slice of other figures (a reload), and checks
+// that on every request only by the slice's address.
 func (rs *ruleState) override(o *commonv3.RateLimitDescriptor_RateLimitOverride) ([]engine.Limit, []*limitView) {
 	ms, _ := overrideWindowMs(o)
-	limits := rs.plan.Override(int64(o.RequestsPerUnit), ms)
-	// The view shows the override as given, as a rule's shows its limit before sub-sharding.
-	return limits, []*limitView{newLimitView(rs.name, int64(o.RequestsPerUnit), ms)}
+	id := [2]int64{int64(o.RequestsPerUnit), ms}
+	if f, ok := rs.overrides.Load(id); ok {
+		f := f.(*overrideForm)
+		return f.limits, f.views
+	}
+	f := &overrideForm{
+		limits: rs.plan.Override(id[0], ms),
+		// The view shows the override as given, as a rule's shows its limit before sub-sharding.
+		views: []*limitView{newLimitView(rs.name, id[0], ms)},
+	}
+	if rs.nOverrides.Load() < maxOverrideForms {
+		if g, loaded := rs.overrides.LoadOrStore(id, f); loaded {
+			f = g.(*overrideForm)
+		} else {
+			rs.nOverrides.Add(1)
+		}
+	}
+	return f.limits, f.views
 }
 
 // overrideWindowMs converts an override's unit and multiplier to milliseconds. It reports false

@@ -221,6 +221,34 @@ func TestOverrideOfShardedRule(t *testing.T) {
 	}
 }
 
+// TestOverrideForms: a rule gives the same override the same limits, the one slice, so that
+// the lease manager does not take each request's fresh copy for a change of limits (its check
+// is by the slice's address, and a change costs a locked visit); and it keeps the forms of at
+// most maxOverrideForms overrides, whatever values the requests carry.
+func TestOverrideForms(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	rs := in.cfg.Load().domains["edge"].rules[0]
+	o := func(n uint32) *commonv3.RateLimitDescriptor_RateLimitOverride {
+		return &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_MINUTE}
+	}
+	a, va := rs.override(o(7))
+	b, vb := rs.override(o(7))
+	if &a[0] != &b[0] || va[0] != vb[0] {
+		t.Error("the same override twice: two forms, want one")
+	}
+	if a[0].Requests != 7 || a[0].Window != 60_000 || va[0].requests != 7 {
+		t.Errorf("override 7 a minute: got %+v, view of %d", a[0], va[0].requests)
+	}
+	for n := range uint32(2 * maxOverrideForms) {
+		if l, _ := rs.override(o(1000 + n)); l[0].Requests != int64(1000+n) {
+			t.Fatalf("override %d: got %+v", 1000+n, l[0])
+		}
+	}
+	if got := rs.nOverrides.Load(); got != maxOverrideForms {
+		t.Errorf("kept %d forms, want %d", got, maxOverrideForms)
+	}
+}
+
 func TestInvalidRequests(t *testing.T) {
 	in := spawn(t, testModel(), nil)
 	long := strings.Repeat("x", MaxValueLen+1)
