@@ -321,7 +321,7 @@ func (m *LeaseManager) Take(ctx context.Context, key string, limits []Limit, cos
 	}
 	l := m.lookup(key, false, limits)
 	if !l.hasLimits(limits) {
-		return m.slow(ctx, l, limits, cost)
+		m.relimitLocked(l, limits)
 	}
 	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
@@ -341,7 +341,7 @@ func (m *LeaseManager) TakeBytes(ctx context.Context, key []byte, limits []Limit
 	// The unsafe view is only looked up; lookup clones it before storing it.
 	l := m.lookup(unsafe.String(unsafe.SliceData(key), len(key)), true, limits)
 	if !l.hasLimits(limits) {
-		return m.slow(ctx, l, limits, cost)
+		m.relimitLocked(l, limits)
 	}
 	if rest, ok := m.spend(l, cost); ok {
 		m.refill(l, rest)
@@ -610,6 +610,21 @@ func (l *lease) setLimits(limits []Limit) {
 			l.smallest = int32(i)
 		}
 	}
+}
+
+// relimitLocked is relimit under l's lock, now: a keyed Take calls it for a slice of limits
+// other than the lease's, and then decides as it would have with the lease's own. The same
+// figures in another slice cost the lock and nothing else: the decision, and the prefetch it
+// starts, are those of the same slice (a journal replay, which builds a limit override's
+// limits for each decision, decides as the enforcer that kept one slice did).
+func (m *LeaseManager) relimitLocked(l *lease, limits []Limit) {
+	m.lock(l)
+	defer m.unlock(l)
+	if l.sameLimits(limits) {
+		l.setLimits(limits) // without reading the clock, which a hit's figures follow
+		return
+	}
+	m.relimit(l, limits, m.now())
 }
 
 // relimit gives the key limits, at local time now. When they differ from
