@@ -36,6 +36,11 @@ type Request struct {
 // Claim is one JWT claim, its value written as a string.
 type Claim struct {
 	Name, Value string
+	// NotString says the claim's JSON value is a number or a boolean, which Value holds as
+	// JSON writes it. Envoy's metadata action reads string values only, so a jwt_claim source
+	// has no entry for such a claim (its rule gets no descriptor); the identity waterfall's
+	// jwt_subject tier, whose header Envoy formats from the value, reads its text.
+	NotString bool
 }
 
 // Header is one request header.
@@ -92,8 +97,8 @@ func (s *Source) value(req *Request, addr *addrForms) (string, bool) {
 	case SourceHeader:
 		return req.header(s.Header)
 	case SourceJWTClaim:
-		v, ok := req.claim(s.Claim)
-		return v, ok && v != ""
+		v, str, ok := req.claim(s.Claim)
+		return v, ok && str && v != ""
 	case SourceRemoteAddress:
 		if s.Mask == MaskSubnet {
 			return addr.subnet(req.RemoteAddr)
@@ -113,7 +118,7 @@ func (s *Source) value(req *Request, addr *addrForms) (string, bool) {
 			var ok bool
 			switch st.Tier {
 			case TierJWTSubject:
-				v, ok = req.claim(st.Claim)
+				v, _, ok = req.claim(st.Claim)
 			case TierAPIKey, TierTLSFingerprint:
 				v, ok = req.header(st.Header)
 			case TierSubnet:
@@ -153,24 +158,32 @@ func (req *Request) header(name string) (string, bool) {
 	return v, ok
 }
 
-// claim returns a claim of the request's JWT, from ClaimList or else Claims.
-func (req *Request) claim(name string) (string, bool) {
-	if v, ok := LastClaim(req.ClaimList, name); ok {
-		return v, true
+// claim returns a claim of the request's JWT, from ClaimList or else Claims, and whether its
+// value is a string (Claim.NotString; the values of Claims are).
+func (req *Request) claim(name string) (v string, str, ok bool) {
+	if c := lastClaim(req.ClaimList, name); c != nil {
+		return c.Value, !c.NotString, true
 	}
-	v, ok := req.Claims[name]
-	return v, ok
+	v, ok = req.Claims[name]
+	return v, true, ok
 }
 
 // LastClaim returns the value of the last claim named name in claims, as Request.ClaimList
 // reads them.
 func LastClaim(claims []Claim, name string) (string, bool) {
-	for i := len(claims) - 1; i >= 0; i-- {
-		if c := &claims[i]; c.Name == name {
-			return c.Value, true
-		}
+	if c := lastClaim(claims, name); c != nil {
+		return c.Value, true
 	}
 	return "", false
+}
+
+func lastClaim(claims []Claim, name string) *Claim {
+	for i := len(claims) - 1; i >= 0; i-- {
+		if c := &claims[i]; c.Name == name {
+			return c
+		}
+	}
+	return nil
 }
 
 // LastHeader returns the value of the last header named name in hs, as Request.HeaderList

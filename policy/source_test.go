@@ -25,11 +25,16 @@ func TestSourceEntry(t *testing.T) {
 		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{Claims: map[string]string{"plan": "pro"}}, "pro", true},
 		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{}, "", false},
 		// A claim list takes precedence over the map, its last pair with a name counting.
-		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{ClaimList: []Claim{{"plan", "free"}, {"sub", "u"}, {"plan", "pro"}}}, "pro", true},
-		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{Claims: map[string]string{"plan": "map"}, ClaimList: []Claim{{"plan", "list"}}}, "list", true},
-		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{Claims: map[string]string{"plan": "map"}, ClaimList: []Claim{{"sub", "u"}}}, "map", true},
-		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{ClaimList: []Claim{{"plan", ""}}}, "", false},
-		{identity, Request{ClaimList: []Claim{{"sub", "u2"}}, Headers: map[string]string{"x-api-key": "k"}}, "jwt_subject:u2", true},
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{ClaimList: []Claim{{Name: "plan", Value: "free"}, {Name: "sub", Value: "u"}, {Name: "plan", Value: "pro"}}}, "pro", true},
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{Claims: map[string]string{"plan": "map"}, ClaimList: []Claim{{Name: "plan", Value: "list"}}}, "list", true},
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{Claims: map[string]string{"plan": "map"}, ClaimList: []Claim{{Name: "sub", Value: "u"}}}, "map", true},
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{ClaimList: []Claim{{Name: "plan", Value: ""}}}, "", false},
+		// Envoy's metadata action reads string values only: a number or a boolean gives no entry.
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{ClaimList: []Claim{{Name: "plan", Value: "3", NotString: true}}}, "", false},
+		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{ClaimList: []Claim{{Name: "plan", Value: "true", NotString: true}}}, "", false},
+		// The jwt_subject tier's header is formatted from the value: a number gives its text.
+		{identity, Request{ClaimList: []Claim{{Name: "sub", Value: "42", NotString: true}}}, "jwt_subject:42", true},
+		{identity, Request{ClaimList: []Claim{{Name: "sub", Value: "u2"}}, Headers: map[string]string{"x-api-key": "k"}}, "jwt_subject:u2", true},
 		{&Source{Kind: SourceRemoteAddress, Mask: MaskNone}, Request{RemoteAddr: "203.0.113.77"}, "203.0.113.77", true},
 		{&Source{Kind: SourceRemoteAddress, Mask: MaskNone}, Request{RemoteAddr: "203.0.113.77:5555"}, "203.0.113.77", true},
 		{&Source{Kind: SourceRemoteAddress, Mask: MaskSubnet}, Request{RemoteAddr: "203.0.113.77"}, "203.0.113.0/24", true},

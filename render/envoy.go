@@ -166,7 +166,7 @@ func (ed *envoyDomain) assumptions() []Finding {
 	}
 	for _, s := range ed.d.Sources {
 		if s.Kind == policy.SourceJWTClaim {
-			add("source %s reads claim %q from dynamic metadata %s/%s: a jwt_authn filter before the rate-limit filters must verify the token with payload_in_metadata: %s; the claim must be a string, as Envoy's metadata action reads string values only (a number or a boolean gives no descriptor, where simulate reads its text)", s.Key, s.Claim, s.MetadataNamespace, s.MetadataKey, s.MetadataKey)
+			add("source %s reads claim %q from dynamic metadata %s/%s: a jwt_authn filter before the rate-limit filters must verify the token with payload_in_metadata: %s; the claim must be a string: Envoy's metadata action reads string values only, and a number or a boolean gives the rule no descriptor (simulate models this)", s.Key, s.Claim, s.MetadataNamespace, s.MetadataKey, s.MetadataKey)
 		}
 		if s.Kind == policy.SourceIdentity {
 			for _, st := range s.Waterfall {

@@ -360,12 +360,17 @@ type requestGen struct {
 	rng     *rand.Rand
 	headers map[string][]string // header → interesting values
 	claims  map[string][]string // claim → interesting values
-	paths   []string
-	jwtNS   map[string]string // namespace → payload key, for the claims
+	// textClaims are the claims an identity waterfall reads, whose values the test keeps
+	// strings: Envoy formats a number for the tier's header as JSON writes it, which the model
+	// does not follow for every number (1e3 is 1000 there).
+	textClaims map[string]bool
+	paths      []string
+	jwtNS      map[string]string // namespace → payload key, for the claims
 }
 
 func newRequestGen(d *policy.Domain, seed uint64) *requestGen {
-	g := &requestGen{rng: rand.New(rand.NewPCG(seed, 0x5eed)), headers: map[string][]string{}, claims: map[string][]string{}, jwtNS: map[string]string{}}
+	g := &requestGen{rng: rand.New(rand.NewPCG(seed, 0x5eed)), headers: map[string][]string{}, claims: map[string][]string{},
+		jwtNS: map[string]string{}, textClaims: map[string]bool{}}
 	add := func(m map[string][]string, k string, vs ...string) { m[k] = append(m[k], vs...) }
 	g.paths = []string{"/", "/other", "/login", "/login?x=1", "/upload/a", "/upload", "/api/v1", "/catalog/x"}
 	for _, s := range d.Sources {
@@ -382,6 +387,7 @@ func newRequestGen(d *policy.Domain, seed uint64) *requestGen {
 				switch st.Tier {
 				case policy.TierJWTSubject:
 					add(g.claims, st.Claim, "user-1", "user-2")
+					g.textClaims[st.Claim] = true
 					if len(g.jwtNS) == 0 {
 						g.jwtNS[schema.DefaultJWTNamespace] = schema.DefaultJWTMetadataKey
 					}
@@ -435,16 +441,24 @@ func (g *requestGen) next() (policy.Request, *envoyRequest) {
 	mreq.Path = g.pick(g.paths)
 	ereq.headers[":path"] = mreq.Path
 	if g.rng.IntN(3) > 0 {
-		mreq.Claims = map[string]string{}
+		mreq.ClaimList = []policy.Claim{}
 		fields := map[string]any{}
 		for _, c := range sortedKeys(g.claims) {
-			switch g.rng.IntN(4) {
-			case 0:
-			case 1:
-				mreq.Claims[c], fields[c] = "", ""
+			switch n := g.rng.IntN(6); {
+			case n == 0:
+			case n == 1:
+				mreq.ClaimList, fields[c] = append(mreq.ClaimList, policy.Claim{Name: c}), ""
+			case n == 2 && !g.textClaims[c]:
+				// A number or a boolean: Envoy's metadata action reads string values only.
+				var v any = float64(7)
+				if g.rng.IntN(2) == 0 {
+					v = true
+				}
+				mreq.ClaimList = append(mreq.ClaimList, policy.Claim{Name: c, Value: fmt.Sprint(v), NotString: true})
+				fields[c] = v
 			default:
 				v := g.pick(g.claims[c])
-				mreq.Claims[c], fields[c] = v, v
+				mreq.ClaimList, fields[c] = append(mreq.ClaimList, policy.Claim{Name: c, Value: v}), v
 			}
 		}
 		for ns, key := range g.jwtNS {

@@ -275,7 +275,7 @@ func (b *requestBuilder) decode(payload string) *token {
 	}
 	t.claims = t.inline[:0]
 	for _, c := range kept {
-		t.claims = append(t.claims, policy.Claim{Name: c.Name, Value: all[:len(c.Value)]})
+		t.claims = append(t.claims, policy.Claim{Name: c.Name, Value: all[:len(c.Value)], NotString: c.NotString})
 		all = all[len(c.Value):]
 	}
 	clear(kept) // let the payload's views go
@@ -294,11 +294,11 @@ func appendClaims(claims []policy.Claim, raw *[]byte, payload string, names []st
 		return claims, false
 	}
 	at := len(claims)
-	add := func(name, value string) {
+	add := func(name, value string, notString bool) {
 		if names == nil {
-			claims = append(claims, policy.Claim{Name: name, Value: value})
+			claims = append(claims, policy.Claim{Name: name, Value: value, NotString: notString})
 		} else if i := slices.Index(names, name); i >= 0 {
-			claims = append(claims, policy.Claim{Name: names[i], Value: value})
+			claims = append(claims, policy.Claim{Name: names[i], Value: value, NotString: notString})
 		}
 	}
 	if scanFlatClaims(*raw, add) {
@@ -307,7 +307,7 @@ func appendClaims(claims []policy.Claim, raw *[]byte, payload string, names []st
 	claims = claims[:at] // what the fast path took before it gave up
 	all := slowClaims(*raw)
 	for _, c := range all {
-		add(c.Name, c.Value)
+		add(c.Name, c.Value, c.NotString)
 	}
 	return claims, all != nil
 }
@@ -340,49 +340,49 @@ func slowClaims(raw []byte) []policy.Claim {
 	}
 	claims := make([]policy.Claim, 0, len(fields))
 	for k, v := range fields {
-		if s, ok := claimString(v); ok {
-			claims = append(claims, policy.Claim{Name: k, Value: s})
+		if s, str, ok := claimString(v); ok {
+			claims = append(claims, policy.Claim{Name: k, Value: s, NotString: !str})
 		}
 	}
 	slices.SortFunc(claims, func(a, b policy.Claim) int { return strings.Compare(a.Name, b.Name) })
 	return claims
 }
 
-// claimString writes a claim's JSON value as a string: a string as it is, a number or boolean
-// as JSON writes it, null as "". Objects and arrays have no string form. Values that need no
-// unescaping are converted directly; reflection-driven json.Unmarshal, three tries per value,
-// was most of the cost of a token.
-func claimString(v json.RawMessage) (string, bool) {
+// claimString writes a claim's JSON value as a string, and says whether it is one (str): a
+// string as it is, a number or boolean as JSON writes it, null as "" (a string, as
+// json.Unmarshal into a string leaves it; an empty value has no entry anyway). Objects and
+// arrays have no string form. Values that need no unescaping are converted directly;
+// reflection-driven json.Unmarshal, three tries per value, was most of the cost of a token.
+func claimString(v json.RawMessage) (s string, str, ok bool) {
 	if len(v) == 0 {
-		return "", false
+		return "", false, false
 	}
 	switch c := v[0]; {
 	case c == '"' && len(v) >= 2 && v[len(v)-1] == '"':
 		if s := v[1 : len(v)-1]; bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
-			return string(s), true
+			return string(s), true, true
 		}
 	case string(v) == "true", string(v) == "false":
-		return string(v), true
+		return string(v), false, true
 	case string(v) == "null":
-		return "", true // as json.Unmarshal into a string leaves it
+		return "", true, true
 	case c == '-' || (c >= '0' && c <= '9'):
 		if isNumberText(v) {
-			return string(v), true // json.Number keeps the literal
+			return string(v), false, true // json.Number keeps the literal
 		}
 	}
-	var s string
 	if json.Unmarshal(v, &s) == nil {
-		return s, true
+		return s, true, true
 	}
 	var n json.Number
 	if json.Unmarshal(v, &n) == nil {
-		return n.String(), true
+		return n.String(), false, true
 	}
 	var bv bool
 	if json.Unmarshal(v, &bv) == nil {
-		return strconv.FormatBool(bv), true
+		return strconv.FormatBool(bv), false, true
 	}
-	return "", false
+	return "", false, false
 }
 
 // isNumberText reports whether v holds only the characters of a JSON number; v comes from a
@@ -403,7 +403,7 @@ func isNumberText(v []byte) bool {
 // json.Unmarshal (slowClaims), perhaps after some calls of fn: nested values, strings with
 // escapes or bytes outside printable ASCII, and malformed JSON. What it accepts is valid JSON,
 // decoded as slowClaims would.
-func scanFlatClaims(raw []byte, fn func(name, value string)) bool {
+func scanFlatClaims(raw []byte, fn func(name, value string, notString bool)) bool {
 	i := skipJSONSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return false
@@ -426,11 +426,13 @@ func scanFlatClaims(raw []byte, fn func(name, value string)) bool {
 			return false
 		}
 		var v string
+		notString := true
 		switch c := raw[i]; {
 		case c == '"':
 			if v, i, ok = plainJSONString(raw, i); !ok {
 				return false
 			}
+			notString = false
 		case c == '-' || (c >= '0' && c <= '9'):
 			n := jsonNumberLen(raw[i:])
 			if n == 0 {
@@ -442,11 +444,11 @@ func scanFlatClaims(raw []byte, fn func(name, value string)) bool {
 		case bytes.HasPrefix(raw[i:], []byte("false")):
 			v, i = "false", i+5
 		case bytes.HasPrefix(raw[i:], []byte("null")):
-			v, i = "", i+4 // as json.Unmarshal into a string leaves it
+			v, i, notString = "", i+4, false // as json.Unmarshal into a string leaves it
 		default:
 			return false
 		}
-		fn(key, v)
+		fn(key, v, notString)
 		i = skipJSONSpace(raw, i)
 		if i >= len(raw) {
 			return false

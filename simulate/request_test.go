@@ -13,11 +13,18 @@ import (
 // referenceClaims is decodePayload's meaning, written plainly: json.Unmarshal into raw values,
 // then each value tried as a string, a number and a boolean.
 func referenceClaims(raw []byte) map[string]string {
+	claims, _ := referenceClaimKinds(raw)
+	return claims
+}
+
+// referenceClaimKinds is referenceClaims, and the names of the claims whose values are not
+// strings (numbers and booleans).
+func referenceClaimKinds(raw []byte) (map[string]string, map[string]bool) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil
+		return nil, nil
 	}
-	claims := make(map[string]string, len(fields))
+	claims, notStrings := make(map[string]string, len(fields)), map[string]bool{}
 	for k, v := range fields {
 		var s string
 		if json.Unmarshal(v, &s) == nil {
@@ -26,15 +33,28 @@ func referenceClaims(raw []byte) map[string]string {
 		}
 		var n json.Number
 		if json.Unmarshal(v, &n) == nil {
-			claims[k] = n.String()
+			claims[k], notStrings[k] = n.String(), true
 			continue
 		}
 		var b bool
 		if json.Unmarshal(v, &b) == nil {
-			claims[k] = strconv.FormatBool(b)
+			claims[k], notStrings[k] = strconv.FormatBool(b), true
 		}
 	}
-	return claims
+	return claims, notStrings
+}
+
+// notStrings returns the names of the claims whose last value is not a string.
+func notStrings(claims []policy.Claim) map[string]bool {
+	m := map[string]bool{}
+	for _, c := range claims {
+		if c.NotString {
+			m[c.Name] = true
+		} else {
+			delete(m, c.Name)
+		}
+	}
+	return m
 }
 
 var claimsSeeds = []string{
@@ -66,11 +86,24 @@ func FuzzDecodePayload(f *testing.F) {
 
 func checkDecode(t *testing.T, b *requestBuilder, raw string) {
 	t.Helper()
-	want := referenceClaims([]byte(raw))
-	if got := claimMap(decodePayload(b64(raw))); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
+	want, wantNS := referenceClaimKinds([]byte(raw))
+	all := decodePayload(b64(raw))
+	if got := claimMap(all); fmt.Sprint(got) != fmt.Sprint(want) || (got == nil) != (want == nil) {
 		t.Errorf("decodePayload(%q): got %v, want %v", raw, got, want)
 	}
+	if got := notStrings(all); want != nil && fmt.Sprint(got) != fmt.Sprint(wantNS) {
+		t.Errorf("decodePayload(%q): values not strings %v, want %v", raw, got, wantNS)
+	}
 	tok := b.decode(b64(raw))
+	keptNS := map[string]bool{}
+	for _, name := range b.claimNames {
+		if wantNS[name] {
+			keptNS[name] = true
+		}
+	}
+	if got := notStrings(tok.claims); fmt.Sprint(got) != fmt.Sprint(keptNS) {
+		t.Errorf("decode(%q): values not strings %v, want %v", raw, got, keptNS)
+	}
 	kept := map[string]string{}
 	for _, name := range b.claimNames {
 		if v, ok := want[name]; ok {
@@ -110,29 +143,30 @@ func TestSlowClaimsInNameOrder(t *testing.T) {
 	}
 }
 
-// claimString's fast paths must write every value as the json.Unmarshal tries do.
+// claimString's fast paths must write every value as the json.Unmarshal tries do, and say
+// which values are strings (null counts as one: it unmarshals into a string, as "").
 func TestClaimString(t *testing.T) {
-	slow := func(v json.RawMessage) (string, bool) {
+	slow := func(v json.RawMessage) (string, bool, bool) {
 		var s string
 		if json.Unmarshal(v, &s) == nil {
-			return s, true
+			return s, true, true
 		}
 		var n json.Number
 		if json.Unmarshal(v, &n) == nil {
-			return n.String(), true
+			return n.String(), false, true
 		}
 		var b bool
 		if json.Unmarshal(v, &b) == nil {
-			return strconv.FormatBool(b), true
+			return strconv.FormatBool(b), false, true
 		}
-		return "", false
+		return "", false, false
 	}
 	for _, v := range []string{`"u1"`, `""`, `"a\"b"`, `"\u00e9\ud83d\ude00"`, "\"\xff\xfe\"", `"é"`, `true`, `false`,
 		`null`, `0`, `-12`, `1.5e+3`, `1E400`, `-0.0`, `{"a":1}`, `[1,"x"]`, `[]`} {
-		gotS, gotOK := claimString(json.RawMessage(v))
-		wantS, wantOK := slow(json.RawMessage(v))
-		if gotS != wantS || gotOK != wantOK {
-			t.Errorf("claimString(%s): got %q, %v; want %q, %v", v, gotS, gotOK, wantS, wantOK)
+		gotS, gotStr, gotOK := claimString(json.RawMessage(v))
+		wantS, wantStr, wantOK := slow(json.RawMessage(v))
+		if gotS != wantS || gotStr != wantStr || gotOK != wantOK {
+			t.Errorf("claimString(%s): got %q, %v, %v; want %q, %v, %v", v, gotS, gotStr, gotOK, wantS, wantStr, wantOK)
 		}
 	}
 }
