@@ -124,29 +124,47 @@ func (e *Edited) Paths() []string {
 
 // RepoPaths returns e's files keyed by their slash paths relative to the top of the Git
 // repository that holds them.
-func (e *Edited) RepoPaths() (map[string]File, error) {
+func (e *Edited) RepoPaths() (map[string]File, error) { return RepoPaths(e.Files) }
+
+// RepoPaths returns files keyed by their slash paths relative to the top of the Git repository
+// that holds them.
+func RepoPaths(files map[string]File) (map[string]File, error) {
 	out := map[string]File{}
-	for p, f := range e.Files {
-		abs, err := filepath.Abs(p)
+	for p, f := range files {
+		rel, err := RepoPath(p)
 		if err != nil {
 			return nil, err
 		}
-		top, err := exec.Command("git", "-C", filepath.Dir(abs), "rev-parse", "--show-toplevel").Output()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, revision.ErrNotARepository)
-		}
-		// The top as git prints it may differ from abs by symbolic links.
-		real, err := filepath.EvalSymlinks(abs)
-		if err != nil {
-			return nil, err
-		}
-		rel, err := filepath.Rel(strings.TrimSpace(string(top)), real)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			return nil, fmt.Errorf("%s: outside its repository %s", p, strings.TrimSpace(string(top)))
-		}
-		out[filepath.ToSlash(rel)] = f
+		out[rel] = f
 	}
 	return out, nil
+}
+
+// RepoPath returns the slash path of p, a file or a directory, relative to the top of the Git
+// repository that holds it ("." for the top itself).
+func RepoPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	dir := abs
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		dir = filepath.Dir(abs)
+	}
+	top, err := exec.Command("git", "-C", dir, "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", p, revision.ErrNotARepository)
+	}
+	// The top as git prints it may differ from abs by symbolic links.
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(strings.TrimSpace(string(top)), real)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", fmt.Errorf("%s: outside its repository %s", p, strings.TrimSpace(string(top)))
+	}
+	return filepath.ToSlash(rel), nil
 }
 
 // PullRequestText returns a pull request's title and body for e, one rule's change: the change

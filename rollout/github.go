@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -120,15 +122,22 @@ type Change struct {
 	Title, Body string
 	// Message is the commit message.
 	Message string
-	// Files are the edited files by repository-relative slash path.
+	// Files are the policy files the change was judged on, by repository-relative slash path:
+	// the edited ones, and those read but left as they were (Before equal to After). Every one
+	// must be the base branch's (ErrStaleBase otherwise): gates judged on a local edit that
+	// the pull request does not hold would promote the branch's policy on other evidence.
 	Files map[string]File
+	// PolicyDir is the policy directory, a repository-relative slash path ("." for the top),
+	// when the policy is a directory: a policy file the base branch has there that Files lacks
+	// is ErrStaleBase too. Empty for a policy given as files.
+	PolicyDir string
 	// Comment is the marker comment's body, kept as one comment per pull request (split when
 	// longer than GitHub allows); empty leaves comments alone.
 	Comment string
 }
 
-// File is one edited file: its content before the edit (which must be the base branch's) and
-// after.
+// File is one policy file: its content before the edit (which must be the base branch's) and
+// after, the same for a file the change reads and does not edit.
 type File struct {
 	Before, After []byte
 }
@@ -178,11 +187,22 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	if ch.PolicyDir != "" {
+		for _, e := range baseTree.Entries {
+			if _, read := ch.Files[e.GetPath()]; !read && e.GetType() == "blob" && isPolicyFile(ch.PolicyDir, e.GetPath()) {
+				p := e.GetPath()
+				return nil, fmt.Errorf("%s: %w %s at %.12s, which has this policy file: check it out, then run again", p, ErrStaleBase, base, baseSHA)
+			}
+		}
+	}
 	var entries []*github.TreeEntry
 	for _, p := range paths {
 		f := ch.Files[p]
 		if got, want := shas[p], BlobSHA(f.Before); got != want {
 			return nil, fmt.Errorf("%s: %w %s at %.12s: check it out, then run again", p, ErrStaleBase, base, baseSHA)
+		}
+		if bytes.Equal(f.Before, f.After) {
+			continue // read, not edited
 		}
 		mode := modes[p]
 		if mode == "" {
@@ -319,4 +339,17 @@ func (g *GitHub) explain(err error) error {
 		}
 	}
 	return fmt.Errorf("github: %w", err)
+}
+
+// isPolicyFile reports whether p, a repository path, is a file of the policy directory dir that
+// schema.Load reads: a .cue file directly in dir whose name does not start with '.' or '_'.
+func isPolicyFile(dir, p string) bool {
+	if dir != "." {
+		rest, ok := strings.CutPrefix(p, dir+"/")
+		if !ok {
+			return false
+		}
+		p = rest
+	}
+	return !strings.Contains(p, "/") && path.Ext(p) == ".cue" && !strings.HasPrefix(p, ".") && !strings.HasPrefix(p, "_")
 }

@@ -131,6 +131,46 @@ func TestProposeRefusesStaleBase(t *testing.T) {
 	}
 }
 
+// TestProposeRefusesStaleReadFile: the gates are judged on every policy file, so each must be
+// the base branch's, edited or not: a local edit of another file (a shorter dwell, say) would
+// have promoted the branch's policy on evidence the pull request does not hold. A policy file
+// on the base branch that the checkout lacks is refused too; files the loader skips are not.
+func TestProposeRefusesStaleReadFile(t *testing.T) {
+	const domain = "package p\n\ngovernance: dwell: shadow: \"7d\"\n"
+	ch := func(domainLocal string) Change {
+		c := change(strings.Replace(tiersBefore, "shadow", "soft", 1), "")
+		c.Files["policies/domain.cue"] = File{Before: []byte(domainLocal), After: []byte(domainLocal)}
+		c.PolicyDir = "policies"
+		return c
+	}
+	s := newFake(t)
+	s.SetFile("main", "policies/domain.cue", domain)
+	g := newClient(t, s, "tok-1")
+	_, err := g.Propose(context.Background(), ch(strings.Replace(domain, "7d", "1d", 1)))
+	if !errors.Is(err, ErrStaleBase) || !strings.Contains(err.Error(), "policies/domain.cue") {
+		t.Fatalf("a read file edited locally: got %v, want ErrStaleBase naming policies/domain.cue", err)
+	}
+	s.SetFile("main", "policies/limits.cue", "package p\n")
+	if _, err := g.Propose(context.Background(), ch(domain)); !errors.Is(err, ErrStaleBase) || !strings.Contains(err.Error(), "policies/limits.cue") {
+		t.Fatalf("a base policy file missing locally: got %v, want ErrStaleBase naming policies/limits.cue", err)
+	}
+	if len(s.PullRequests()) != 0 {
+		t.Fatal("a pull request was opened from a stale checkout")
+	}
+	s = newFake(t)
+	s.SetFile("main", "policies/domain.cue", domain)
+	for _, p := range []string{"policies/_old.cue", "policies/.hidden.cue", "policies/sub/x.cue", "policies/notes.txt", "other/y.cue"} {
+		s.SetFile("main", p, "package p\n")
+	}
+	pr, err := newClient(t, s, "tok-1").Propose(context.Background(), ch(domain))
+	if err != nil {
+		t.Fatalf("files the loader skips on the base branch: %v", err)
+	}
+	if got, _ := s.File(pr.Branch, "policies/domain.cue"); got != domain {
+		t.Errorf("a file read and not edited: got %q on the branch, want it as it was", got)
+	}
+}
+
 func TestProposeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -529,16 +529,31 @@ func rolloutPullRequests(cmd *cobra.Command, rf *rolloutFlags, m *policy.Model, 
 			fmt.Fprintf(cmd.OutOrStdout(), "would open or update a pull request from %s: %s\n", rollout.Branch(e.d.Name, e.r.Name), title)
 			continue
 		}
-		repoFiles, err := ed.RepoPaths()
+		// Every policy file the gates were judged on goes with the change, edited or not, for
+		// Propose to check against the base branch.
+		read := map[string]rollout.File{}
+		for p, b := range files {
+			read[p] = rollout.File{Before: b, After: b}
+		}
+		for p, f := range ed.Files {
+			read[p] = f
+		}
+		repoFiles, err := rollout.RepoPaths(read)
 		if err != nil {
 			return usageErrorf("rollout: --pr: %w", err)
+		}
+		policyDir := ""
+		if fi, err := os.Stat(rf.policies); err == nil && fi.IsDir() {
+			if policyDir, err = rollout.RepoPath(rf.policies); err != nil {
+				return usageErrorf("rollout: --pr: %w", err)
+			}
 		}
 		var comment bytes.Buffer
 		fmt.Fprintf(&comment, "### rlctl rollout: gate evidence\n\n%s", evidence)
 		pr, err := gh.Propose(cmd.Context(), rollout.Change{
 			Branch: rollout.Branch(e.d.Name, e.r.Name), Title: title, Body: body,
 			Message: fmt.Sprintf("rollout: %s %s\n\nEdited by rlctl rollout %s on %s.", name, e.what, cmd.Name(), st.Today),
-			Files:   repoFiles, Comment: comment.String(),
+			Files:   repoFiles, PolicyDir: policyDir, Comment: comment.String(),
 		})
 		if err != nil {
 			return usageErrorf("rollout: --pr: %s: %w", name, err)
