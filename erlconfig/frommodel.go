@@ -98,12 +98,14 @@ func compositeKey(key, value string) string {
 func fromDomain(d *policy.Domain) (Config, []Note) {
 	n := &notes{domain: d.Name}
 	root := &node{byKey: map[string]*node{}}
+	var kept []*policy.Rule
 	for _, r := range d.Rules {
 		if other, ok := collision(root, r); ok {
 			n.add(Approximation, r.Name, r.Pos, "left out: ERL reads its descriptor %s as rule %s's (it joins key and value with '_')",
 				describe(r.Match), other)
 			continue
 		}
+		kept = append(kept, r)
 		leaf := root
 		for _, m := range r.Match {
 			ck := compositeKey(m.Key, m.Value)
@@ -120,6 +122,7 @@ func fromDomain(d *policy.Domain) (Config, []Note) {
 	}
 	descs := root.descriptors()
 	n.crossKeys(d, descs)
+	n.counterClashes(kept)
 	n.identity(d)
 	return Config{Domain: d.Name, Descriptors: descs}, n.list
 }

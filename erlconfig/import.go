@@ -66,6 +66,18 @@ func Import(cfgs []*Config) (files []File, notes policy.Problems, err error) {
 			im.note(x.d.Pos, "ERL also matches %s to this descriptor, since it looks an entry up by its key and value joined with '_'; rlctl matches an entry by its key, so it limits those requests otherwise",
 				x.which)
 		}
+		lists := make([][]policy.Match, len(di.rules))
+		for i, r := range di.rules {
+			lists[i] = r.match
+		}
+		for _, x := range counterClashes(lists) {
+			ri, rj := di.rules[x.i], di.rules[x.j]
+			what := fmt.Sprintf("%s and %s", entriesText(ri.match, x.a), entriesText(rj.match, x.b))
+			if x.i != x.j {
+				what = fmt.Sprintf("%s and the descriptor %s at %s", entriesText(rj.match, x.b), entriesText(ri.match, x.a), shortPos(ri.pos))
+			}
+			im.note(rj.pos, "ERL counts %s in one Redis key: %s; rlctl keeps them apart", what, counterWhy)
+		}
 		di.name()
 		out = append(out, di)
 	}

@@ -289,11 +289,16 @@ descriptors:
 	want := []string{
 		`ERL also matches every entry of key user_tier that no exact user_tier descriptor beside it matches ("user_tier_" starts with "user_") to this descriptor` + why + "x.yaml:3:5",
 		`ERL also matches the entry user="tier" to this descriptor` + why + "x.yaml:6:5",
+		// The counters meet as well: "user_tier_a_" is both descriptors' Redis key.
+		`ERL counts user_tier="a" and the descriptor user="tier_a" at x.yaml:3 in one Redis key: ` + counterWhyText + "; rlctl keeps them apart:\n    x.yaml:6:5",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got notes\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// counterWhyText is erlconfig's counterWhy, which this external test cannot name.
+const counterWhyText = "ERL joins a descriptor's keys and values with '_' into its Redis key and does not escape values, so a client that chooses such a value spends the other's counter"
 
 // TestImportRefuses: each testdata/bad file is refused with every problem at its file:line:col,
 // and nothing is returned.
