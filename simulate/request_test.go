@@ -10,15 +10,9 @@ import (
 	"github.com/rlctl/rlctl/policy"
 )
 
-// referenceClaims is decodePayload's meaning, written plainly: json.Unmarshal into raw values,
-// then each value tried as a string, a number and a boolean.
-func referenceClaims(raw []byte) map[string]string {
-	claims, _ := referenceClaimKinds(raw)
-	return claims
-}
-
-// referenceClaimKinds is referenceClaims, and the names of the claims whose values are not
-// strings (numbers and booleans).
+// referenceClaimKinds is decodePayload's meaning, written plainly: json.Unmarshal into raw
+// values, then each value tried as a string, a number and a boolean. It returns the claims and
+// the names of those whose values are not strings (numbers and booleans).
 func referenceClaimKinds(raw []byte) (map[string]string, map[string]bool) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
