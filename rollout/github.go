@@ -31,6 +31,9 @@ var (
 	ErrRateLimited = errors.New("GitHub rate limit")
 	// ErrStaleBase means the local policy files are not those of the base branch's head.
 	ErrStaleBase = errors.New("local files differ from the base branch")
+	// ErrPending means the rule's branch has an open pull request that pauses or aborts it,
+	// which a promotion must not replace.
+	ErrPending = errors.New("an open pull request pauses or aborts the rule")
 )
 
 // GitHubConfig says which repository the pull-request flow works on, and how to reach it.
@@ -120,8 +123,12 @@ type Change struct {
 	Branch string
 	// Title and Body are the pull request's.
 	Title, Body string
-	// Message is the commit message.
+	// Message is the commit message. Verb is the rollout command that made the change
+	// (promote, abort, pause or resume): it ends the message ("Edited by rlctl rollout VERB"),
+	// and a promotion does not replace an open pull request whose commit a pause or an abort
+	// made (ErrPending).
 	Message string
+	Verb    string
 	// Files are the policy files the change was judged on, by repository-relative slash path:
 	// the edited ones, and those read but left as they were (Before equal to After). Every one
 	// must be the base branch's (ErrStaleBase otherwise): gates judged on a local edit that
@@ -228,6 +235,17 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 		c, _, err := g.c.Git.GetCommit(ctx, g.owner, g.repo, head.GetObject().GetSHA())
 		if err != nil {
 			return nil, g.explain(err)
+		}
+		if v := verbOf(c.GetMessage()); ch.Verb == "promote" && (v == "pause" || v == "abort") {
+			open, _, err := g.c.PullRequests.List(ctx, g.owner, g.repo, &github.PullRequestListOptions{
+				State: "open", Head: g.owner + ":" + ch.Branch, Base: base,
+			})
+			if err != nil {
+				return nil, g.explain(err)
+			}
+			if len(open) > 0 {
+				return nil, fmt.Errorf("%w: #%d (%s, on branch %s): merge or close it before promoting", ErrPending, open[0].GetNumber(), open[0].GetTitle(), ch.Branch)
+			}
 		}
 		upToDate = c.GetTree().GetSHA() == tree.GetSHA() && len(c.Parents) == 1 && c.Parents[0].GetSHA() == baseSHA
 		pr.Commit = c.GetSHA()
@@ -352,4 +370,15 @@ func isPolicyFile(dir, p string) bool {
 		p = rest
 	}
 	return !strings.Contains(p, "/") && path.Ext(p) == ".cue" && !strings.HasPrefix(p, ".") && !strings.HasPrefix(p, "_")
+}
+
+// verbOf returns the rollout command named by a commit message that Propose wrote ("Edited by
+// rlctl rollout VERB ..."), or "".
+func verbOf(msg string) string {
+	_, rest, ok := strings.Cut(msg, "Edited by rlctl rollout ")
+	if !ok {
+		return ""
+	}
+	verb, _, _ := strings.Cut(rest, " ")
+	return verb
 }

@@ -552,9 +552,13 @@ func rolloutPullRequests(cmd *cobra.Command, rf *rolloutFlags, m *policy.Model, 
 		fmt.Fprintf(&comment, "### rlctl rollout: gate evidence\n\n%s", evidence)
 		pr, err := gh.Propose(cmd.Context(), rollout.Change{
 			Branch: rollout.Branch(e.d.Name, e.r.Name), Title: title, Body: body,
-			Message: fmt.Sprintf("rollout: %s %s\n\nEdited by rlctl rollout %s on %s.", name, e.what, cmd.Name(), st.Today),
-			Files:   repoFiles, PolicyDir: policyDir, Comment: comment.String(),
+			Message: fmt.Sprintf("rollout: %s %s\n\nEdited by rlctl rollout %s on %s.", name, e.what, cmd.Name(), st.Today), Verb: cmd.Name(),
+			Files: repoFiles, PolicyDir: policyDir, Comment: comment.String(),
 		})
+		if errors.Is(err, rollout.ErrPending) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "rlctl rollout %s: %s: %v\n", cmd.Name(), name, err)
+			return findings()
+		}
 		if err != nil {
 			return usageErrorf("rollout: --pr: %s: %w", name, err)
 		}
