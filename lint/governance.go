@@ -290,8 +290,10 @@ func dayCount(n int64) string {
 }
 
 // checkSinceUpdated reports a stage change whose since did not move forward, and a since moved
-// back while the stage stayed (RL023).
+// back while the stage stayed (RL023). A change on the day the old stage began keeps its since:
+// both stages began today.
 func checkSinceUpdated(c *domainChange, e *emitter) {
+	today := c.today.Format(time.DateOnly)
 	for _, p := range c.rules {
 		if p.base == nil {
 			continue
@@ -301,7 +303,7 @@ func checkSinceUpdated(c *domainChange, e *emitter) {
 		switch {
 		case hs == "" || bs == "":
 			// A stage without a date is RL014's; nothing to compare.
-		case from != to && hs <= bs:
+		case from != to && (hs < bs || hs == bs && hs != today):
 			e.at(p.head.Stage.Pos, p.head, "stage changed from %q to %q but since %s is not after the base's %s (base %s): set since to the day the new stage began",
 				from, to, hs, bs, p.base.Stage.Pos)
 		case from == to && hs < bs:

@@ -167,6 +167,11 @@ func TestGovernance(t *testing.T) {
 
 		{"since unchanged", nil, func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-02") },
 			[]want{{"RL023", `stage changed from "shadow" to "soft" but since 2025-06-02 is not after the base's 2025-06-02`}}},
+		// A stage left on the day it began keeps its since: both began today (2025-06-20).
+		{"since unchanged, today", func(m *policy.Model) {
+			m.Domains[0].Governance.ShadowDwellMs = 0
+			stage(m, "acme", policy.StageShadow, "2025-06-20")
+		}, func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-20") }, nil},
 		{"since moved back", nil, func(m *policy.Model) { stage(m, "acme", policy.StageShadow, "2025-05-01") },
 			[]want{{"RL023", `since moved back from 2025-06-02 to 2025-05-01 while the stage stayed "shadow"`}}},
 		{"since moved forward", nil, func(m *policy.Model) { stage(m, "acme", policy.StageShadow, "2025-06-10") }, nil},

@@ -73,8 +73,9 @@ Example:
 		Summary: "A stage change keeps (or moves back) its since, or since moves back within a stage (with --base).",
 		Help: `A stage's since is the day it began; dwell and rollout gates count from it. When the
 stage changes (forward or back), since must become the day the new stage began, after the
-base's since. Within one stage since must not move back: that would count dwell that did not
-happen. Moving it forward (restarting the dwell) is allowed.
+base's since, or the same day when that is today (a stage left on the day it began). Within one
+stage since must not move back: that would count dwell that did not happen. Moving it forward
+(restarting the dwell) is allowed.
 
 Runs with rlctl lint --base only.
 

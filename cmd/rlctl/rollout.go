@@ -378,6 +378,9 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 			if rf.to != "" && policy.StageName(rf.to) != next {
 				return usageErrorf("%s%s/%s: --to %s, but its next stage is %s (stages advance one step at a time)", prefix, d.Name, r.Name, rf.to, next)
 			}
+			if err := checkSince(d, r, since, today); err != nil {
+				return usageErrorf("%s%w", prefix, err)
+			}
 			e.edit.To, e.edit.Since = next, since
 			if next == policy.StageCanary {
 				e.edit.Percent = d.Rollout.Canary()
@@ -390,6 +393,9 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 			if from == policy.StageShadow {
 				fmt.Fprintf(cmd.ErrOrStderr(), "rlctl rollout abort: %s/%s is in shadow already\n", d.Name, r.Name)
 				continue
+			}
+			if err := checkSince(d, r, since, today); err != nil {
+				return usageErrorf("%s%w", prefix, err)
 			}
 			e.edit.To, e.edit.Since = policy.StageShadow, since
 			e.what = fmt.Sprintf("%s → shadow (aborted)", from)
@@ -459,6 +465,20 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 	}
 	for _, e := range edits {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %s (%s)\n", e.d.Name, e.r.Name, e.what, strings.Join(editedFiles(ed, e), ", "))
+	}
+	return nil
+}
+
+// checkSince refuses since, the day r's new stage begins, unless lint would take it: on or
+// before today (RL024), and after the day r's stage began, or that day when it is today (RL023).
+func checkSince(d *policy.Domain, r *policy.Rule, since string, today time.Time) error {
+	day := today.Format(time.DateOnly)
+	cur := r.Stage.Since
+	switch {
+	case since > day:
+		return fmt.Errorf("%s/%s: --date %s is after today, %s (lint RL024)", d.Name, r.Name, since, day)
+	case cur != "" && (since < cur || since == cur && since != day):
+		return fmt.Errorf("%s/%s: its stage %s began on %s, so the next begins after it, not on %s (lint RL023)", d.Name, r.Name, r.Stage.Name, cur, since)
 	}
 	return nil
 }
