@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strings"
@@ -67,8 +68,33 @@ func (da *domainActions) guardedHeaders() []string {
 	return hs
 }
 
-// claimHeader is the request header that carries a verified JWT claim for the identity waterfall.
-func claimHeader(claim string) string { return headerClaimPrefix + strings.ToLower(claim) }
+// claimHeader is the request header that carries a verified JWT claim for the identity waterfall:
+// the prefix and the claim, when its name is lower case and of the bytes a header name may hold,
+// else the claim's bytes that may be there, lower-cased, and a hash of the claim, so that
+// "https://acme.com/uid" gets a valid name and "UID" and "uid" get two headers.
+func claimHeader(claim string) string {
+	plain := true
+	var b strings.Builder
+	for i := 0; i < len(claim); i++ {
+		c := claim[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+			b.WriteByte(c)
+		case 'A' <= c && c <= 'Z':
+			b.WriteByte(c + 'a' - 'A')
+			plain = false
+		default:
+			b.WriteByte('-')
+			plain = false
+		}
+	}
+	if plain {
+		return headerClaimPrefix + claim
+	}
+	h := fnv.New32a()
+	h.Write([]byte(claim))
+	return fmt.Sprintf("%s%s-%08x", headerClaimPrefix, b.String(), h.Sum32())
+}
 
 // actionsFor renders the rate_limits entries of d: for each request they produce exactly the
 // descriptors that the model's sources and rule shapes produce (simulate.Matcher's), each on the

@@ -37,6 +37,8 @@ func TestLoadBad(t *testing.T) {
 		{"empty_file", "no domains", "empty.cue:1", ""},
 		{"waterfall_order", "identity tier jwt_subject is out of order", "policy.cue:4", ""},
 		{"missing_limits", "domains.d.rules.r: limits is required", "policy.cue:5", ""},
+		{"claim_colon", "a jwt_subject claim must not contain ':'", "policy.cue:4", ""},
+		{"tier_header", `header must be a header name such as "x-api-key"`, "policy.cue:4", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
