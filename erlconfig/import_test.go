@@ -415,3 +415,40 @@ func TestParseStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestImportYAMLForms: YAML that ERL's loader reads is imported as it reads it: a merge key
+// (<<: *anchor, own keys first), a !!binary value (the bytes it decodes to; it was imported as
+// its base64 text) and a byte order mark in a value (CUE's formatter refused it, and the import
+// failed).
+func TestImportYAMLForms(t *testing.T) {
+	cfg, err := erlconfig.Parse("x.yaml", []byte(`domain: d
+descriptors:
+  - key: a
+    rate_limit: &std {unit: second, requests_per_unit: 5}
+  - key: b
+    rate_limit: {<<: *std, requests_per_unit: 7}
+  - key: c
+    value: !!binary aGVsbG8=
+    rate_limit: {<<: [*std, {unit: minute}]}
+  - key: e
+    value: "x\ufeffy"
+    rate_limit: *std
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := importedModel(t, cfg)
+	got := map[string]string{}
+	for _, r := range m.Domains[0].Rules {
+		got[r.Name] = fmt.Sprintf("%s %d/%dms", describe(r.Match), r.Limits[0].Requests, r.Limits[0].WindowMs)
+	}
+	want := map[string]string{
+		"a":       "a 5/1000ms",
+		"b":       "b 7/1000ms",
+		"c_hello": `c="hello" 5/1000ms`, // of two merged mappings, the first's unit
+		"e_x_y":   `e="x\ufeffy" 5/1000ms`,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("imported rules:\n got %v\nwant %v", got, want)
+	}
+}

@@ -118,8 +118,9 @@ func (p *parser) mapping(n *yaml.Node, what string, keys []string, f func(key st
 		return nil
 	}
 	seen := map[string]policy.Pos{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+	pairs := p.merged(n)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		k, v := pairs[i], pairs[i+1]
 		key := k.Value
 		switch {
 		case k.Kind != yaml.ScalarNode:
@@ -145,6 +146,46 @@ func (p *parser) mapping(n *yaml.Node, what string, keys []string, f func(key st
 		f(key, k, v)
 	}
 	return seen
+}
+
+// merged returns mapping n's key and value nodes, aliases resolved, with YAML merge keys
+// ("<<: *defaults", or a sequence of such) resolved as ERL's YAML decoder resolves them: a
+// merged mapping's pairs follow n's own, without those whose key n gives itself or an earlier
+// merged mapping gave.
+func (p *parser) merged(n *yaml.Node) []*yaml.Node {
+	var own, merges []*yaml.Node
+	given := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			if v.Kind == yaml.SequenceNode {
+				for _, m := range v.Content {
+					merges = append(merges, resolve(m))
+				}
+			} else {
+				merges = append(merges, v)
+			}
+			continue
+		}
+		own = append(own, k, v)
+		if k.Kind == yaml.ScalarNode {
+			given[k.Value] = true
+		}
+	}
+	for _, m := range merges {
+		if m.Kind != yaml.MappingNode {
+			p.errorf(p.pos(m), "a merge key (<<) must name a mapping")
+			continue
+		}
+		from := p.merged(m)
+		for i := 0; i+1 < len(from); i += 2 {
+			if k := from[i]; k.Kind != yaml.ScalarNode || !given[k.Value] {
+				own = append(own, k, from[i+1])
+				given[k.Value] = true
+			}
+		}
+	}
+	return own
 }
 
 func contains(list []string, s string) bool {
@@ -285,8 +326,16 @@ func (p *parser) str(key string, n *yaml.Node) string {
 		p.errorf(p.pos(n), "%s must be a string", key)
 		return ""
 	}
-	if n.Tag == "!!null" {
+	switch n.Tag {
+	case "!!null":
 		return ""
+	case "!!binary":
+		// ERL's YAML decoder gives a string the bytes the base64 text decodes to.
+		var s string
+		if err := n.Decode(&s); err != nil {
+			p.errorf(p.pos(n), "%s: %v", key, err)
+		}
+		return s
 	}
 	return n.Value
 }
