@@ -205,7 +205,7 @@ func (rf *rolloutFlags) todayOf() (time.Time, error) {
 func parseShare(s string) (float64, error) {
 	v, pct := strings.CutSuffix(strings.TrimSpace(s), "%")
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 {
+	if err != nil || !(f >= 0) { // NaN too: every gate would block "over NaN%"
 		return 0, fmt.Errorf("--max-false-positive %q: want a share such as 0.5%% or 0.005", s)
 	}
 	if pct {
