@@ -105,20 +105,15 @@ func extract(rev, path, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	probe := abs
-	if strings.HasSuffix(abs, ".cue") {
-		probe = filepath.Dir(abs)
-	}
+	// Git runs in the nearest directory of path that exists: the path itself may not, in the
+	// working tree (a change that deletes it), or at the revision.
+	probe := existingDir(abs)
 	// Git names the top of the work tree by its real path, and the working directory may be
 	// reached through a symbolic link (macOS's /tmp is one): the path relative to the top is
 	// worked out from the real path too.
 	if real, err := filepath.EvalSymlinks(probe); err == nil {
-		if probe != abs {
-			abs = filepath.Join(real, filepath.Base(abs))
-		} else {
-			abs = real
-		}
-		probe = real
+		rest, _ := filepath.Rel(probe, abs)
+		abs, probe = filepath.Join(real, rest), real
 	}
 	top, err := git(probe, "rev-parse", "--show-toplevel")
 	if err != nil {
@@ -189,7 +184,8 @@ func extract(rev, path, dir string) (string, error) {
 		found = true
 	}
 	if !found {
-		return "", fmt.Errorf("%s at %s: %w", path, rev, os.ErrNotExist)
+		// The path is there, without a policy file: no policy, as when it is missing.
+		return "", fmt.Errorf("%s at %s holds no .cue file: %w", path, rev, ErrNotAtRevision)
 	}
 	if strings.HasSuffix(abs, ".cue") {
 		return filepath.Join(out, filepath.Base(rel)), nil
@@ -201,10 +197,11 @@ func extract(rev, path, dir string) (string, error) {
 // HEAD with the default branch (origin's HEAD, else main, else master), for the repository around
 // path.
 func DefaultBase(path string) (string, error) {
-	dir := path
-	if strings.HasSuffix(path, ".cue") {
-		dir = filepath.Dir(path)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
 	}
+	dir := existingDir(abs)
 	if _, err := git(dir, "rev-parse", "--show-toplevel"); err != nil {
 		return "", fmt.Errorf("%s: %w", path, ErrNotARepository)
 	}
@@ -260,6 +257,19 @@ func Positions(m *policy.Model, f func(policy.Pos) policy.Pos) {
 			for i := range r.Limits {
 				r.Limits[i].Pos = f(r.Limits[i].Pos)
 			}
+		}
+	}
+}
+
+// existingDir returns abs, an absolute path, if it is a directory, else its nearest ancestor
+// that is one.
+func existingDir(abs string) string {
+	for d := abs; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return d
 		}
 	}
 }

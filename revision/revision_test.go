@@ -81,8 +81,10 @@ func TestLoad(t *testing.T) {
 	if _, err := Load("no-such-branch", "p"); err == nil || !strings.Contains(err.Error(), "no-such-branch") {
 		t.Errorf("unknown revision: got %v, want an error naming it", err)
 	}
-	if _, err := Load("HEAD", "missing"); err == nil {
-		t.Errorf("missing directory at HEAD: got no error")
+	// A path in neither the working tree nor the revision is no policy there, as one added
+	// since is (diff says when a path is nowhere at all).
+	if m, err := Load("HEAD", "missing"); err != nil || len(m.Domains) != 0 {
+		t.Errorf("missing directory at HEAD: got %v, %v; want an empty policy", m, err)
 	}
 }
 
@@ -135,5 +137,38 @@ func TestDefaultBase(t *testing.T) {
 	}
 	if _, err := DefaultBase(t.TempDir()); !errors.Is(err, ErrNotARepository) {
 		t.Errorf("outside a repository: got %v, want ErrNotARepository", err)
+	}
+}
+
+// TestLoadMissingInWorkingTree: the base of a change that deletes the policy directory loads
+// from the repository around it (Git ran in the missing directory, and the error said "not
+// inside a Git repository"), and so does the default base; a directory that holds no policy
+// file at the revision is no policy there, as a missing one is.
+func TestLoadMissingInWorkingTree(t *testing.T) {
+	dir := repo(t)
+	t.Chdir(dir)
+	if err := os.RemoveAll("p"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load("main", "p")
+	if err != nil || len(m.Domains) == 0 {
+		t.Fatalf("Load(main, p) with p deleted: %v, %v; want main's policy", m, err)
+	}
+	if _, err := DefaultBase("p"); err != nil {
+		t.Errorf("DefaultBase(p) with p deleted: %v", err)
+	}
+	if err := os.MkdirAll("q", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("q", "README.md"), []byte("later\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "q"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "q"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if m, err := Load("HEAD", "q"); err != nil || len(m.Domains) != 0 {
+		t.Errorf("Load(HEAD, q) of a directory without policy files: %v, %v; want an empty policy", m, err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
 
@@ -179,9 +181,25 @@ func runDiff(cmd *cobra.Command, df diffFlags, paths []string) error {
 		}
 	}
 	if len(broken) > 0 {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("diff: the %s does not load", strings.Join(broken, " and the "))}
+		verb := "does"
+		if len(broken) > 1 {
+			verb = "do"
+		}
+		return &exitError{code: ExitFindings, err: fmt.Errorf("diff: the %s %s not load", strings.Join(broken, " and the "), verb)}
 	}
 	base, head := sides[0].m, sides[1].m
+	if len(base.Domains) == 0 && len(head.Domains) == 0 {
+		// A path that is nowhere (a typo) would read as two empty policies: "No changes."
+		for _, p := range paths {
+			if _, err := os.Stat(p); err != nil {
+				at := baseRef
+				if df.head != revision.WorkingTree {
+					at += " or " + df.head
+				}
+				return usageErrorf("diff: %s: no such path in the working tree, nor at %s", p, at)
+			}
+		}
+	}
 	cs := diff.Compare(base, head)
 	var opts []diff.Option
 	if blast != nil {
@@ -217,6 +235,17 @@ func runDiff(cmd *cobra.Command, df diffFlags, paths []string) error {
 // directory when the value names one, else the paths at that Git revision).
 func loadSide(value string, paths []string) (*policy.Model, error) {
 	if value == revision.WorkingTree {
+		missing := 0
+		for _, p := range paths {
+			if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+				missing++
+			}
+		}
+		if missing > 0 && missing == len(paths) {
+			// Deleted in the working tree (a change that removes the policy): no policy, so
+			// that everything the base has is removed. A path that is nowhere is runDiff's error.
+			return &policy.Model{}, nil
+		}
 		return revision.Load(revision.WorkingTree, paths...)
 	}
 	return loadBase(value, paths)
