@@ -109,6 +109,12 @@ func applyOne(files Files, r *policy.Rule, e Edit) (string, []byte, error) {
 			return "", nil, err
 		}
 		for _, st := range findStructs(f.Decls, []string{"domains", e.Domain, "rules", e.Rule}) {
+			if fs := fields(st, "stage"); len(fs) > 1 {
+				// stage: name: "shadow" beside stage: since: "...": CUE unifies them, and an
+				// edit of one would leave the other to conflict with it.
+				return "", nil, fmt.Errorf("%s: the stage of rule %s is written in %d fields (lines %d and %d): write it as one, stage: {name: ..., since: ...}, to change it",
+					p, e.Rule, len(fs), fs[0].Pos().Line(), fs[1].Pos().Line())
+			}
 			decls = append(decls, ruleDecl{path: p, st: st, stage: field(st, "stage")})
 		}
 	}
@@ -121,7 +127,8 @@ func applyOne(files Files, r *policy.Rule, e Edit) (string, []byte, error) {
 	var d ruleDecl
 	switch {
 	case len(withStage) > 1:
-		return "", nil, fmt.Errorf("the stage is set in %s and in %s: keep one", withStage[0].path, withStage[1].path)
+		return "", nil, fmt.Errorf("the stage of rule %s is set at %s:%d and at %s:%d: write it once, stage: {name: ..., since: ...}, to change it",
+			e.Rule, withStage[0].path, withStage[0].stage.Pos().Line(), withStage[1].path, withStage[1].stage.Pos().Line())
 	case len(withStage) == 1:
 		d = withStage[0]
 	case len(decls) == 0:
@@ -242,14 +249,23 @@ func findStructs(decls []ast.Decl, path []string) []*ast.StructLit {
 
 // field returns st's field named name, or nil.
 func field(st *ast.StructLit, name string) *ast.Field {
+	if fs := fields(st, name); len(fs) > 0 {
+		return fs[0]
+	}
+	return nil
+}
+
+// fields returns st's fields labelled name, in order.
+func fields(st *ast.StructLit, name string) []*ast.Field {
+	var out []*ast.Field
 	for _, d := range st.Elts {
 		if f, ok := d.(*ast.Field); ok {
 			if n, _, err := ast.LabelName(f.Label); err == nil && n == name {
-				return f
+				out = append(out, f)
 			}
 		}
 	}
-	return nil
+	return out
 }
 
 func off(p interface{ Offset() int }) int { return p.Offset() }

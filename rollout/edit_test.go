@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/rlctl/rlctl/internal/golden"
@@ -126,5 +127,46 @@ func TestReadFilesAsLoaded(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != "p.cue" {
 		t.Errorf("got %v, want [p.cue]", got)
+	}
+}
+
+// TestApplySplitStage: a stage written in two fields of a rule (stage: name: ... beside
+// stage: since: ...), which CUE unifies, is refused with the rule's file and lines: an edit of
+// one field left the other to conflict ("the edited policy does not load (a bug)", naming
+// temporary files), and a pause wrote a second since.
+func TestApplySplitStage(t *testing.T) {
+	dir := t.TempDir()
+	src := `package policies
+
+domains: shop: {
+	sources: plan: {kind: "header", header: "x-plan"}
+	rules: free: {
+		match: [{key: "plan", value: "free"}]
+		limits: [{requests: 60, window: "1m"}]
+		stage: name:  "shadow"
+		stage: since: "2025-06-01"
+	}
+}
+`
+	path := filepath.Join(dir, "p.cue")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := schema.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ReadFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []Edit{
+		{Domain: "shop", Rule: "free", To: policy.StageSoft, Since: "2025-06-12"},
+		{Domain: "shop", Rule: "free", Hold: hold("incident 7")},
+	} {
+		_, err := Apply(m, files, []Edit{e})
+		if err == nil || !strings.Contains(err.Error(), path+": the stage of rule free is written in 2 fields (lines 8 and 9)") {
+			t.Errorf("edit %+v: got %v, want the split stage refused at its lines", e, err)
+		}
 	}
 }
