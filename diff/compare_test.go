@@ -341,3 +341,36 @@ func TestSummarize(t *testing.T) {
 }
 
 func ratOf(n int64) *big.Rat { return big.NewRat(n, 1) }
+
+// TestComparePrecedence: swapping two rules whose wildcards of one key overlap changes which one
+// a descriptor both match goes to (the first in declared order, never back), and diff says so
+// on the rule now ahead; it said "No changes". Rules whose wildcards cannot meet, or that differ
+// before they compete, move freely.
+func TestComparePrecedence(t *testing.T) {
+	paths := func(m *policy.Model, a, b string) {
+		rs := m.Domains[0].Rules
+		rs[0].Match = []policy.Match{{Key: "path", Value: a, Kind: policy.MatchWildcard}}
+		rs[1].Match = []policy.Match{{Key: "path", Value: b, Kind: policy.MatchWildcard}}
+	}
+	swap := func(m *policy.Model) { rs := m.Domains[0].Rules; rs[0], rs[1] = rs[1], rs[0] }
+	for _, tc := range []struct {
+		a, b string
+		want []change
+	}{
+		{"/v1/*", "/v1/orders*", []change{{"browse", KindPrecedence,
+			`browse: now before pay, so it takes the path values both match (path="/v1/orders*", path="/v1/*": wildcards in declared order)`}}},
+		{"/v1/*", "/v2/*", nil},
+	} {
+		base, head := model(), model()
+		paths(base, tc.a, tc.b)
+		paths(head, tc.a, tc.b)
+		swap(head)
+		var got []change
+		for _, c := range Compare(base, head) {
+			got = append(got, change{c.Rule, c.Kind, c.Summary})
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s and %s swapped:\n got %v\nwant %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

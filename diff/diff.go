@@ -27,6 +27,10 @@
 // within canary a higher percent advances and a lower one rolls back. A new since date alone is
 // KindStageSince.
 //
+// Two rules whose wildcards of one key overlap ("/v1/*" and "/v1/orders*", after the same
+// entries before them) take the values both match in declared order: a swap of the two is
+// KindPrecedence on the rule now ahead.
+//
 // A changed source (how a request becomes a descriptor entry, such as a header renamed) is
 // KindDescriptor on every head rule whose match or sub-shard attribute uses its key, and
 // KindDomainSetting on the domain when no rule uses it.
@@ -51,8 +55,10 @@ package diff
 
 import (
 	"cmp"
+	"fmt"
 	"math/big"
 	"slices"
+	"strings"
 
 	"github.com/rlctl/rlctl/internal/english"
 	"github.com/rlctl/rlctl/policy"
@@ -67,6 +73,7 @@ const (
 	KindRemoved         Kind = "removed"           // a rule or domain is gone
 	KindRenamed         Kind = "renamed"           // same match, new name
 	KindMatch           Kind = "match"             // the rule matches other descriptors
+	KindPrecedence      Kind = "precedence"        // the rule now comes before or after a competing wildcard rule
 	KindDescriptor      Kind = "descriptor"        // a source the rule uses builds its entry differently
 	KindLimitTightened  Kind = "limit_tightened"   // a lower rate, or a limit added
 	KindLimitLoosened   Kind = "limit_loosened"    // a higher rate, or a limit removed
@@ -94,7 +101,7 @@ const (
 )
 
 // Kinds lists every Kind in order.
-var Kinds = []Kind{KindAdded, KindRemoved, KindRenamed, KindMatch, KindDescriptor, KindLimitTightened,
+var Kinds = []Kind{KindAdded, KindRemoved, KindRenamed, KindMatch, KindPrecedence, KindDescriptor, KindLimitTightened,
 	KindLimitLoosened, KindWindow, KindBurst, KindAlgorithm, KindCost, KindStageAdvanced, KindStageSkipped,
 	KindStageRolledBack, KindStageSince, KindStageHold, KindFailureMode, KindFailureReason, KindFallback, KindStoreTimeout,
 	KindLease, KindSubShards, KindRegions, KindOwner, KindCapacity, KindDriftTolerance, KindLegit,
@@ -234,19 +241,74 @@ func pairRules(bd, hd *policy.Domain) []rulePair {
 
 func compareDomain(bd, hd *policy.Domain) []Change {
 	cs := domainSettings(bd, hd)
-	for _, p := range pairRules(bd, hd) {
+	pairs := pairRules(bd, hd)
+	ahead := precedence(bd, hd.Name, pairs)
+	for _, p := range pairs {
 		switch {
 		case p.base == nil:
 			cs = append(cs, ruleAdded(hd.Name, p.head))
 		case p.head == nil:
 			cs = append(cs, ruleRemoved(bd.Name, p.base))
 		default:
-			rc := compareRule(bd, hd, p.base, p.head)
+			rc := append(compareRule(bd, hd, p.base, p.head), ahead[p.head]...)
 			slices.SortStableFunc(rc, func(a, b Change) int { return cmp.Compare(kindIndex(a.Kind), kindIndex(b.Kind)) })
 			cs = append(cs, rc...)
 		}
 	}
 	return cs
+}
+
+// precedence returns, by head rule, a KindPrecedence change for each rule of both versions that
+// now comes before another that it competes with: the two share their match up to an entry
+// where both are wildcards of one key whose prefixes overlap ("/v1/*" and "/v1/orders*"). There
+// a descriptor goes to the first such rule in declared order, and never back, so swapping them
+// changes which limit a request gets with no other change to show.
+func precedence(bd *policy.Domain, domain string, pairs []rulePair) map[*policy.Rule][]Change {
+	var both []rulePair
+	for _, p := range pairs {
+		if p.base != nil && p.head != nil {
+			both = append(both, p)
+		}
+	}
+	baseAt := map[*policy.Rule]int{} // the base's declared order (pairs holds the head's)
+	for i, r := range bd.Rules {
+		baseAt[r] = i
+	}
+	out := map[*policy.Rule][]Change{}
+	for i, a := range both { // head order: a is before b at head
+		for _, b := range both[i+1:] {
+			if baseAt[a.base] < baseAt[b.base] {
+				continue
+			}
+			at, ok := competing(a.head.Match, b.head.Match)
+			if !ok {
+				continue
+			}
+			m := a.head.Match[at]
+			out[a.head] = append(out[a.head], Change{Domain: domain, Rule: a.head.Name, Kind: KindPrecedence,
+				Before: "after " + b.head.Name, After: "before " + b.head.Name, Base: a.base.Pos, Head: a.head.Pos,
+				Summary: fmt.Sprintf("%s: now before %s, so it takes the %s values both match (%s=%q, %s=%q: wildcards in declared order)",
+					a.head.Name, b.head.Name, m.Key, m.Key, m.Value, m.Key, b.head.Match[at].Value)})
+		}
+	}
+	return out
+}
+
+// competing reports the entry at which matches a and b compete by declared order: the first
+// where they differ, if both are wildcards of one key whose prefixes overlap.
+func competing(a, b []policy.Match) (int, bool) {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		x, y := a[i], b[i]
+		if x.Key == y.Key && x.Value == y.Value && x.Kind == y.Kind {
+			continue
+		}
+		if x.Key != y.Key || x.Kind != policy.MatchWildcard || y.Kind != policy.MatchWildcard {
+			return 0, false
+		}
+		px, py := strings.TrimSuffix(x.Value, "*"), strings.TrimSuffix(y.Value, "*")
+		return i, strings.HasPrefix(px, py) || strings.HasPrefix(py, px)
+	}
+	return 0, false
 }
 
 func kindIndex(k Kind) int {
