@@ -396,7 +396,8 @@ func (e *Enforcer) serveGRPC() error {
 	// calls (13 % of the enforcer's CPU in copystack), hence enough workers to keep one idle.
 	workers := max(64, 8*runtime.GOMAXPROCS(0))
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(1 << 20), grpc.MaxConcurrentStreams(1024),
-		grpc.NumStreamWorkers(uint32(workers)), grpc.SharedWriteBuffer(true)}, e.conf.ServerOptions...)
+		grpc.NumStreamWorkers(uint32(workers)), grpc.SharedWriteBuffer(true),
+		grpc.ForceServerCodecV2(newRLSCodec(e.mx.invalidUTF8))}, e.conf.ServerOptions...)
 	e.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(e.grpc, service{e: e})
 	e.health = health.NewServer()

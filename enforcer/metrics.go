@@ -44,6 +44,7 @@ type metrics struct {
 	configInfo   *prometheus.GaugeVec // version
 	reloads      *prometheus.CounterVec
 	invalid      *prometheus.CounterVec // reason
+	invalidUTF8  prometheus.Counter
 	unknown      *unknownDomains
 	journalDrops prometheus.CounterFunc
 	inflight     prometheus.GaugeFunc
@@ -103,6 +104,11 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 		Name: "rate_limit_invalid_requests_total",
 		Help: "ShouldRateLimit calls rejected with InvalidArgument, by reason (empty_domain, no_descriptors, empty_descriptor, empty_key, too_large, bad_override, unsupported).",
 	}, []string{"reason"})
+	m.invalidUTF8 = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rate_limit_invalid_utf8_requests_total",
+		Help: "ShouldRateLimit calls whose strings held bytes that are not UTF-8, which gRPC's decoder refuses " +
+			"(a filter that fails open would then admit the request unchecked): decided with each such byte read as U+FFFD.",
+	})
 	unknown := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_unknown_domain_total",
 		Help: "ShouldRateLimit calls naming a domain no loaded policy defines, answered OK without limiting, by domain " +
@@ -118,7 +124,7 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 		Help: "ShouldRateLimit calls in progress.",
 	}, inflight)
 	m.reg.MustRegister(m.requests, m.shadowBlocks, m.bypassed, m.storeCalls, m.storeLatency,
-		m.leaseSize, m.breaker, m.breakerTrans, m.configVer, m.configInfo, m.reloads, m.invalid, unknown,
+		m.leaseSize, m.breaker, m.breakerTrans, m.configVer, m.configInfo, m.reloads, m.invalid, m.invalidUTF8, unknown,
 		m.journalDrops, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series with known label values start at 0, so that a dashboard or an alert on rate() sees
