@@ -39,9 +39,12 @@ type Config struct {
 	SentinelAddrs  []string
 	// ClusterAddrs select a Redis Cluster (seed nodes).
 	ClusterAddrs []string
-	// RedisPassword authenticates to Redis, Sentinel and Cluster nodes; prefer the environment
-	// variable RLCTL_ENFORCER_REDIS_PASSWORD to a flag.
-	RedisPassword string
+	// RedisPassword authenticates to Redis: the single node, the master that Sentinel names, or
+	// the Cluster's nodes; prefer the environment variable RLCTL_ENFORCER_REDIS_PASSWORD to a
+	// flag. SentinelPassword authenticates to the Sentinels themselves, when they require one
+	// (RLCTL_ENFORCER_REDIS_SENTINEL_PASSWORD); many deployments run them without.
+	RedisPassword    string
+	SentinelPassword string
 
 	// StoreTimeout bounds every store call (default 5ms): no request waits longer.
 	StoreTimeout time.Duration
@@ -214,6 +217,7 @@ func (c Config) check() (Config, []*settingError) {
 			{"redis-sentinel-addrs", len(c.SentinelAddrs) > 0},
 			{"redis-cluster-addrs", len(c.ClusterAddrs) > 0},
 			{"redis-password", c.RedisPassword != ""},
+			{"redis-sentinel-password", c.SentinelPassword != ""},
 		} {
 			if set.set {
 				errs = append(errs, redisOnlyError(set.flag))
@@ -251,6 +255,9 @@ func (c Config) check() (Config, []*settingError) {
 		}
 		if c.SentinelMaster != "" && len(c.SentinelAddrs) == 0 {
 			errs = append(errs, settingf("redis-sentinel-master", "needs --redis-sentinel-addrs"))
+		}
+		if c.SentinelPassword != "" && len(c.SentinelAddrs) == 0 {
+			errs = append(errs, settingf("redis-sentinel-password", "needs --redis-sentinel-addrs"))
 		}
 	default:
 		errs = append(errs, settingf("store", "%q: want memory or redis", c.Store))

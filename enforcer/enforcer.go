@@ -354,7 +354,9 @@ func (e *Enforcer) openStore() (engine.Store, bool, error) {
 		e.redis = redis.NewClient(o.Simple())
 	case len(c.SentinelAddrs) > 0:
 		o.Addrs = c.SentinelAddrs
-		e.redis = redis.NewFailoverClient(o.Failover())
+		fo := o.Failover()
+		fo.SentinelPassword = c.SentinelPassword // o.Failover leaves it empty
+		e.redis = redis.NewFailoverClient(fo)
 	default:
 		o.Addrs = c.ClusterAddrs
 		e.redis = redis.NewClusterClient(o.Cluster())

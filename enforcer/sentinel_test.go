@@ -59,3 +59,25 @@ func TestRedisSentinel(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestRedisSentinelPassword: Sentinels that require a password are reached with
+// --redis-sentinel-password; before it, the Sentinel client sent none, every call failed, and
+// the breaker held a fail-closed rule at deny.
+func TestRedisSentinelPassword(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	if err := s.Sentinel().Client().Do(context.Background(), "ACL", "SETUSER", "default", "resetpass", ">s3cret").Err(); err != nil {
+		t.Skipf("this redis-server's Sentinel takes no ACL: %v", err)
+	}
+	in := spawn(t, testModel(), func(c *Config) {
+		c.Store = "redis"
+		c.SentinelMaster = redistest.MasterName
+		c.SentinelAddrs = []string{s.Addr()}
+		c.SentinelPassword = "s3cret"
+		c.StoreTimeout = 100 * time.Millisecond
+	})
+	for i, want := range []any{ok, ok, ok, over} {
+		if got := in.ask(t, "edge", []string{"stage=enforce", "user=u1"}).OverallCode; got != want {
+			t.Fatalf("request %d: got %v, want %v", i, got, want)
+		}
+	}
+}
