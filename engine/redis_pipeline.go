@@ -185,7 +185,9 @@ func (p *Pipelined) exec(batch []*pipeCall) {
 	for i, c := range live {
 		cmds[i] = c.script.EvalSha(ctx, pipe, []string{c.key}, c.args...)
 	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
+	// Each command carries its own error, except where the connection failed before it was
+	// read (a refused password, a dial error): then Exec's error is every command's.
+	_, execErr := pipe.Exec(ctx)
 	var again []int
 	for i, cmd := range cmds {
 		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
@@ -197,10 +199,13 @@ func (p *Pipelined) exec(batch []*pipeCall) {
 		for _, i := range again {
 			cmds[i] = live[i].script.Eval(ctx, pipe, []string{live[i].key}, live[i].args...)
 		}
-		_, _ = pipe.Exec(ctx)
+		_, execErr = pipe.Exec(ctx)
 	}
 	for i, c := range live {
 		v, err := cmds[i].Result()
+		if err == nil && v == nil && execErr != nil {
+			err = execErr
+		}
 		p.finish(c, v, err)
 	}
 }

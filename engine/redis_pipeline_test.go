@@ -143,6 +143,24 @@ func TestPipelinedNoScript(t *testing.T) {
 	}
 }
 
+// TestPipelinedConnectionError: an error of the connection itself (a password Redis refuses),
+// which go-redis gives Exec and not each command, reaches the caller; it read "unexpected reply
+// <nil>", where a call sent on its own said WRONGPASS.
+func TestPipelinedConnectionError(t *testing.T) {
+	srv := redistest.Start(t)
+	if err := srv.Client().ConfigSet(context.Background(), "requirepass", "right").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "wrong", MaxRetries: -1})
+	defer c.Close()
+	p := NewPipelined(NewRedis(c), 1, 8)
+	defer p.Close()
+	_, err := p.Take(context.Background(), TakeRequest{Key: "pipe:auth", Limits: []Limit{{Requests: 10, Window: 1000}}, Want: 1, Now: 5})
+	if err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("take with a refused password: %v, want Redis's WRONGPASS", err)
+	}
+}
+
 // TestPipelinedDeadline: a call on a hung server returns when its context
 // ends, and the store works again when the server does.
 func TestPipelinedDeadline(t *testing.T) {
