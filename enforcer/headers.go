@@ -207,7 +207,9 @@ func ceilSeconds(ms int64) int64 {
 }
 
 // headerChoice is the descriptor whose limit the response headers describe: the most
-// restrictive one, that is the one with the fewest remaining tokens, the later reset on ties.
+// restrictive one. Of rejected descriptors (any rejected one before the others), the one whose
+// retry is furthest, since Retry-After must outlast every limit the request is over; of the
+// others, the one with the fewest remaining tokens; the later reset on ties.
 type headerChoice struct {
 	view      *limitView
 	remaining int64
@@ -224,6 +226,9 @@ func (c *headerChoice) better(o *headerChoice) bool {
 	}
 	if (c.retryMs > 0) != (o.retryMs > 0) {
 		return c.retryMs > 0
+	}
+	if c.retryMs != o.retryMs {
+		return c.retryMs > o.retryMs
 	}
 	if c.remaining != o.remaining {
 		return c.remaining < o.remaining

@@ -95,3 +95,27 @@ func BenchmarkSoftWarning(b *testing.B) {
 		rp.appendWarning(&c)
 	}
 }
+
+// TestHeaderChoiceLongestRetry: of a request's rejected descriptors the headers describe the one
+// whose retry is furthest: a client told to come back when the emptiest one refills (in 1 s)
+// was rejected again by the other (30 s away) until then.
+func TestHeaderChoiceLongestRetry(t *testing.T) {
+	soon := headerChoice{view: &limitView{}, remaining: 0, retryMs: 1000}
+	later := headerChoice{view: &limitView{}, remaining: 5, retryMs: 30_000}
+	admitted := headerChoice{view: &limitView{}, remaining: 0}
+	for _, tc := range []struct {
+		name string
+		c, o headerChoice
+		want bool
+	}{
+		{"the longer retry over the emptier", later, soon, true},
+		{"the emptier under the longer retry", soon, later, false},
+		{"rejected over admitted", later, admitted, true},
+		{"admitted under rejected", admitted, soon, false},
+		{"fewest remaining among the admitted", admitted, headerChoice{view: &limitView{}, remaining: 3}, true},
+	} {
+		if got := tc.c.better(&tc.o); got != tc.want {
+			t.Errorf("%s: better %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
