@@ -55,6 +55,13 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		e.mx.unknown.see(req.Domain, e.clock.Now(), e.log)
 	}
 	only, onlyOK := failureModeOf(ctx)
+	if dom != nil {
+		// Before any descriptor is decided: the call is refused whole, as validateRequest refuses.
+		if bad := dom.checkOverrides(req, only, onlyOK); bad != nil {
+			e.mx.invalid.WithLabelValues(bad.reason).Inc()
+			return nil, bad.err
+		}
+	}
 	var choice, warned headerChoice
 	for i, d := range req.Descriptors {
 		st := resp.Statuses[i]
@@ -208,6 +215,38 @@ func (rs *ruleState) appendKey(dst []byte, ents []policy.Entry, override *common
 		b = strconv.AppendInt(b, ms, 10)
 	}
 	return b
+}
+
+// checkOverrides refuses a limit override that the rule its descriptor selects cannot enforce:
+// one outside the engine's exact range (a million a year, say), which the engine refused at
+// decision time, so that the request was denied with no word; and, on a sub-sharded rule, one
+// of fewer requests than shards, each of which admits at least one.
+func (ds *domainState) checkOverrides(req *rlsv3.RateLimitRequest, only policy.FailureMode, onlyOK bool) *invalid {
+	for i, d := range req.Descriptors {
+		o := d.Limit
+		if o == nil {
+			continue
+		}
+		var ents [MaxEntries]policy.Entry
+		for j, en := range d.Entries {
+			ents[j] = policy.Entry{Key: en.Key, Value: en.Value}
+		}
+		ri, ok := ds.d.LookupIndex(ents[:len(d.Entries)])
+		if !ok || (onlyOK && ds.d.Rules[ri].FailureMode != only) {
+			continue
+		}
+		rs := ds.rules[ri]
+		limits, _ := rs.override(o)
+		ms, _ := overrideWindowMs(o)
+		if shards := rs.plan.Shards; shards >= 2 && int64(o.RequestsPerUnit) < int64(shards) {
+			return invalidf(reasonBadOverride, "descriptor %d: limit override of %d is fewer than rule %s's %d sub-shards, each of which admits at least 1",
+				i, o.RequestsPerUnit, rs.name, shards)
+		}
+		if err := limits[0].Validate(); err != nil {
+			return invalidf(reasonBadOverride, "descriptor %d: limit override of %d per %dms for rule %s: %v", i, o.RequestsPerUnit, ms, rs.name, err)
+		}
+	}
+	return nil
 }
 
 // overrideForm is a limit override's limits and views, as ruleState.override builds them.

@@ -219,6 +219,13 @@ func TestOverrideOfShardedRule(t *testing.T) {
 	if admitted > 40 || admitted < 30 {
 		t.Errorf("override 40 an hour over 4 sub-shards: admitted %d of 200, want 40 at most (10 a shard)", admitted)
 	}
+	// Fewer than one a shard: each shard would admit 1, 4 in all for an override of 2.
+	req := request("edge", []string{"stage=sharded", "user=u", "ip=10.9.0.1"})
+	req.Descriptors[0].Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_HOUR}
+	_, err := in.client.ShouldRateLimit(context.Background(), req)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "limit override of 2 is fewer than rule sharded's 4 sub-shards") {
+		t.Errorf("override 2 an hour over 4 sub-shards: got %v, want InvalidArgument", err)
+	}
 }
 
 // TestOverrideForms: a rule gives the same override the same limits, the one slice, so that
@@ -274,6 +281,13 @@ func TestInvalidRequests(t *testing.T) {
 				Unit: typev3.RateLimitUnit_YEAR, UnitMultiplier: wrapperspb.UInt32(584_942_418)}
 			return r
 		}(), "limit override of 584942418 × YEAR is too long a window"},
+		// Beyond the engine's exact range for the rule it selects: it was denied, with no word.
+		{"override out of range", func() *rlsv3.RateLimitRequest {
+			r := request("edge", []string{"stage=enforce", "user=o"})
+			r.Descriptors[0].Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1_000_003,
+				Unit: typev3.RateLimitUnit_YEAR}
+			return r
+		}(), "descriptor 0: limit override of 1000003 per 31536000000ms for rule enforce"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := in.client.ShouldRateLimit(context.Background(), tc.req)

@@ -63,6 +63,11 @@ func TestSnapshotInvalidModel(t *testing.T) {
 		{"bad shard count", func(m *Model) {
 			m.Domains[0].Rules[0].SubShards = &SubShards{Count: 1, Attribute: "k"}
 		}, "sub_shards count 1 is out of range"},
+		// Each shard admits at least one: 64 shards of a 10-request limit admitted 64.
+		{"fewer requests than shards", func(m *Model) {
+			m.Domains[0].Rules[0].Limits[0].Requests = 10
+			m.Domains[0].Rules[0].SubShards = &SubShards{Count: 64, Attribute: "k"}
+		}, "requests 10 is fewer than the 64 sub_shards: each shard admits at least 1, so the rule would admit 64"},
 		{"lease bounds", func(m *Model) { m.Domains[0].Rules[0].Lease.Min = 9 }, "lease min 9 is above lease max 5"},
 		{"negative dwell", func(m *Model) { m.Domains[0].Governance.SoftDwellMs = -1 },
 			"domains.d.governance.dwell: governance dwell shadow 0ms and soft -1ms must not be negative"},

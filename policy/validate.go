@@ -208,6 +208,18 @@ func (v *validator) rule(d *Domain, r *Rule, rp string, at []Pos) {
 			v.add("unknown-descriptor", rp+".sub_shards.attribute", at, "sub_shards attribute %q: no source produces it (sources: %s)",
 				ss.Attribute, sourceKeys(d))
 		}
+		// Each shard admits at least one request (and holds at least one token), so fewer than
+		// one a shard would admit the shard count, not the limit: 64 of 10 a minute.
+		for i, l := range r.Limits {
+			switch {
+			case ss.Count >= 2 && l.Requests > 0 && l.Requests < int64(ss.Count):
+				v.add("", fmt.Sprintf("%s.limits[%d]", rp, i), at, "requests %d is fewer than the %d sub_shards: each shard admits at least 1, so the rule would admit %d; use fewer sub_shards or none",
+					l.Requests, ss.Count, ss.Count)
+			case ss.Count >= 2 && l.Burst > 0 && l.Burst < int64(ss.Count):
+				v.add("", fmt.Sprintf("%s.limits[%d].burst", rp, i), at, "burst %d is less than the %d sub_shards: each shard holds at least 1 token, so the rule's burst would be %d; use fewer sub_shards or none",
+					l.Burst, ss.Count, ss.Count)
+			}
+		}
 	}
 }
 
