@@ -292,6 +292,15 @@ func TestThresholds(t *testing.T) {
 			t.Errorf("ParseThreshold(%q): got %v, want an error naming --fail-if", bad, err)
 		}
 	}
+	// A rate is a share: deny_rate>20 (meant as 20%) could never be crossed.
+	if _, err := ParseThreshold("deny_rate>20"); err == nil || !strings.Contains(err.Error(), "deny_rate is a share from 0 to 1: write deny_rate>20% for a percentage") {
+		t.Errorf(`ParseThreshold("deny_rate>20"): got %v, want a share from 0 to 1`, err)
+	}
+	for _, ok := range []string{"deny_rate>0.2", "false_positive_rate<=100%", "would_deny>20"} {
+		if _, err := ParseThreshold(ok); err != nil {
+			t.Errorf("ParseThreshold(%q): %v", ok, err)
+		}
+	}
 	// The value is quoted as written, its % too.
 	if _, err := ParseThreshold("deny_rate>abc%"); err == nil || !strings.Contains(err.Error(), `value "abc%" is not`) {
 		t.Errorf(`ParseThreshold("deny_rate>abc%%"): got %v, want the value quoted as written`, err)

@@ -74,6 +74,10 @@ func ParseThreshold(s string) (Threshold, error) {
 			// 0.35 of 35 requests in 100, and deny_rate>=35% would not be crossed there.
 			v /= 100
 		}
+		if strings.HasSuffix(metric, "_rate") && (v < 0 || v > 1) {
+			// deny_rate>20 meant 20%, and a share is never above 1: the check could not fail.
+			return Threshold{}, fmt.Errorf("--fail-if %q: %s is a share from 0 to 1: write %s%s%s%% for a percentage", s, metric, metric, op, num)
+		}
 		return Threshold{Expr: s, Metric: metric, Op: op, Value: v}, nil
 	}
 	return Threshold{}, fmt.Errorf("--fail-if %q: want METRIC OP VALUE, such as false_positive_rate>0.5%%", s)
