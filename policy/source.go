@@ -135,10 +135,16 @@ func (s *Source) value(req *Request, addr *addrForms) (string, bool) {
 	return "", false
 }
 
-// header returns a request header; ":path" is the request path, as in Envoy.
+// header returns a request header; ":path" is the request path, and "host" the ":authority"
+// header, as in Envoy (whose header map looks "host" up as ":authority").
 func (req *Request) header(name string) (string, bool) {
 	if name == ":path" {
 		return req.Path, req.Path != ""
+	}
+	if strings.EqualFold(name, "host") {
+		if v, ok := req.header(":authority"); ok {
+			return v, true
+		}
 	}
 	if v, ok := LastHeader(req.HeaderList, name); ok {
 		return v, true

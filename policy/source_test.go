@@ -22,6 +22,9 @@ func TestSourceEntry(t *testing.T) {
 		{&Source{Kind: SourceHeader, Header: "x-tenant-id"}, Request{Headers: map[string]string{"x-tenant-id": "shopify"}}, "shopify", true},
 		{&Source{Kind: SourceHeader, Header: "x-tenant-id"}, Request{}, "", false},
 		{&Source{Kind: SourceHeader, Header: ":path"}, Request{Path: "/v1/orders?x=1"}, "/v1/orders?x=1", true},
+		// Envoy's header map looks "host" up as ":authority".
+		{&Source{Kind: SourceHeader, Header: "host"}, Request{HeaderList: []Header{{Name: ":authority", Value: "api.example.com"}}}, "api.example.com", true},
+		{&Source{Kind: SourceHeader, Header: "Host"}, Request{Headers: map[string]string{":authority": "api.example.com"}}, "api.example.com", true},
 		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{Claims: map[string]string{"plan": "pro"}}, "pro", true},
 		{&Source{Kind: SourceJWTClaim, Claim: "plan"}, Request{}, "", false},
 		// A claim list takes precedence over the map, its last pair with a name counting.
