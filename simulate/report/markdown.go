@@ -230,7 +230,7 @@ func markdownTail(r *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n<details><summary>%d bad lines skipped (first %d shown)</summary>\n\n```\n", r.BadLines, len(r.BadLineSamples))
 	for _, bl := range r.BadLineSamples {
-		fmt.Fprintf(&b, "%s:%d: %s\n    %s\n", bl.File, bl.Line, bl.Error, strings.ReplaceAll(bl.Text, "```", "'''"))
+		fmt.Fprintf(&b, "%s:%d: %s\n    %s\n", printable(bl.File), bl.Line, printable(bl.Error), strings.ReplaceAll(printable(bl.Text), "```", "'''"))
 	}
 	b.WriteString("```\n\n</details>\n")
 	return b.String()
@@ -238,6 +238,7 @@ func markdownTail(r *Report) string {
 
 // mdEscape makes s safe inside a table cell and inline code.
 func mdEscape(s string) string {
+	s = printable(s)
 	s = strings.ReplaceAll(s, "|", `\|`)
 	s = strings.ReplaceAll(s, "`", "'")
 	s = strings.ReplaceAll(s, "\n", " ")
