@@ -3,10 +3,13 @@ package enforcer
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -271,4 +274,35 @@ func latencySlack(d time.Duration) time.Duration {
 		return 5 * d
 	}
 	return d
+}
+
+// TestShutdownJournalHangs: with --journal-block on a disk that hangs (a FIFO nobody reads),
+// calls wait for the journal, and Close still returns within the shutdown timeout; it waited
+// forever for them, and a sweep holding its stripe kept the leases from going back.
+func TestShutdownJournalHangs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a reader that never reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	in := spawn(t, testModel(), func(c *Config) {
+		c.JournalPath, c.JournalBlock = path, true
+		c.ShutdownTimeout = 2 * time.Second
+	})
+	l := startLoad(in, []string{"big", "open"}, 4)
+	eventually(t, 10*time.Second, "the journal to fill the FIFO and hold the calls", func() bool {
+		return in.metric(t, "rate_limit_inflight_requests") >= 4
+	})
+	start := time.Now()
+	_ = in.Close() // unclean: the journal lost records
+	took := time.Since(start)
+	t.Logf("Close took %v", took.Round(time.Millisecond))
+	if took > 4*time.Second {
+		t.Errorf("Close took %v with a shutdown timeout of 2s", took)
+	}
+	l.finish()
 }

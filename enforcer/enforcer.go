@@ -241,26 +241,47 @@ func (e *Enforcer) Close() error {
 			select {
 			case <-done:
 			case <-time.After(time.Until(deadline) / 2):
+				// Calls still running may wait on a journal whose disk hangs (--journal-block):
+				// they drop their records now, or Stop would wait for them as GracefulStop did.
+				e.journal.Abandon()
 				e.grpc.Stop()
-				<-done
+				select {
+				case <-done:
+				case <-time.After(time.Until(deadline)):
+					errs = append(errs, errors.New("calls still running at the shutdown deadline"))
+				}
 			}
 		}
-		if e.leasing != nil {
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			if e.store != nil {
-				e.store.waitCalls(ctx) // late replies' tokens join their leases first
+		rest := make(chan error, 1)
+		go func() {
+			var err error
+			if e.leasing != nil {
+				ctx, cancel := context.WithDeadline(context.Background(), deadline)
+				if e.store != nil {
+					e.store.waitCalls(ctx) // late replies' tokens join their leases first
+				}
+				if lerr := e.leasing.Close(ctx); lerr != nil {
+					err = fmt.Errorf("returning leases: %w", lerr)
+				}
+				cancel()
 			}
-			if err := e.leasing.Close(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("returning leases: %w", err))
+			if e.admin != nil {
+				ctx, cancel := context.WithDeadline(context.Background(), deadline)
+				_ = e.admin.Shutdown(ctx)
+				cancel()
 			}
-			cancel()
+			e.wg.Wait()
+			rest <- err
+		}()
+		select {
+		case err := <-rest:
+			errs = append(errs, err)
+		case <-time.After(time.Until(deadline)):
+			// A sweep waiting on a journal whose disk hangs holds its stripe, which the leases'
+			// return needs: it drops its record now.
+			e.journal.Abandon()
+			errs = append(errs, <-rest)
 		}
-		if e.admin != nil {
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			_ = e.admin.Shutdown(ctx)
-			cancel()
-		}
-		e.wg.Wait()
 		if e.pipe != nil {
 			e.pipe.Close()
 		}

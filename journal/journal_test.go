@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -257,5 +258,43 @@ func TestCloseContextHungDisk(t *testing.T) {
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("CloseContext took %v, want about the 100 ms deadline", took)
+	}
+}
+
+// TestAbandonWakesBlockedWriters: under the Block policy, writers waiting for room on a disk
+// that hangs return, their records dropped and counted, once the journal is abandoned; a
+// shutdown waited for them forever.
+func TestAbandonWakesBlockedWriters(t *testing.T) {
+	pr, pw := io.Pipe() // never read: the disk hangs
+	defer pr.Close()
+	w, err := NewWriter(pw, Header{}, Options{Buffer: 1, Policy: Block}) // the header waits in bufio
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				w.Write(Record{Kind: KindDecision})
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("8,000 records fitted a buffer of 1 on a disk that hangs")
+	case <-time.After(50 * time.Millisecond):
+	}
+	w.Abandon()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("writers still waiting 5 s after Abandon")
+	}
+	if got := w.Dropped(); got == 0 || got > 8000 {
+		t.Errorf("dropped %d, want the records the abandoned writers held", got)
 	}
 }

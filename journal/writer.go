@@ -44,7 +44,10 @@ type Writer struct {
 	closed  atomic.Bool
 	mu      sync.RWMutex // guards sends against Close
 	done    chan struct{}
-	err     error // the first write error, read after done
+	// abandon is closed by Abandon: a Write waiting for room drops its record instead.
+	abandon     chan struct{}
+	abandonOnce sync.Once
+	err         error // the first write error, read after done
 }
 
 // NewWriter writes h to w and starts the writer goroutine. Close stops it.
@@ -61,7 +64,7 @@ func NewWriter(w io.Writer, h Header, opts Options) (*Writer, error) {
 	if _, err := bw.Write(append(line, '\n')); err != nil {
 		return nil, err
 	}
-	jw := &Writer{ch: make(chan Record, opts.Buffer), policy: opts.Policy, done: make(chan struct{})}
+	jw := &Writer{ch: make(chan Record, opts.Buffer), policy: opts.Policy, done: make(chan struct{}), abandon: make(chan struct{})}
 	go jw.run(bw)
 	return jw, nil
 }
@@ -78,7 +81,11 @@ func (w *Writer) Write(r Record) {
 		return
 	}
 	if w.policy == Block {
-		w.ch <- r
+		select {
+		case w.ch <- r:
+		case <-w.abandon:
+			w.dropped.Add(1)
+		}
 		return
 	}
 	select {
@@ -86,6 +93,17 @@ func (w *Writer) Write(r Record) {
 	default:
 		w.dropped.Add(1)
 	}
+}
+
+// Abandon makes every Write from now on, and every one waiting for room under the Block policy,
+// drop its record (counted in Dropped) instead of waiting: a shutdown that cannot wait for a
+// disk that hangs must not wait for the requests that wait for it. Records already queued are
+// still written, if the disk takes them.
+func (w *Writer) Abandon() {
+	if w == nil {
+		return
+	}
+	w.abandonOnce.Do(func() { close(w.abandon) })
 }
 
 // Dropped is the number of records discarded so far.
