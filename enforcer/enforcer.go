@@ -117,7 +117,7 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 		return nil, fmt.Errorf("enforcer: %w", err)
 	}
 	e = &Enforcer{conf: c, log: c.Logger, clock: wallClock, legacy: c.LegacyHeaders,
-		cooldownMs: c.BreakerCooldown.Milliseconds(), fallback: engine.NewLocalMemory(wallClock)}
+		cooldownMs: c.BreakerCooldown.Milliseconds(), fallback: engine.NewLocalMemory(wallClock, c.MaxKeys)}
 	e.unavailableRetryMs = max(e.cooldownMs, 1000)
 	e.order = newOrder(e.clock, c.JournalPath != "")
 	defer func() {
@@ -145,7 +145,7 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 	})
 	e.store = newGuardedStore(inner, c.StoreTimeout, detach, e.breaker, e.clock, e.order, e.journal, e.mx)
 	keys := engine.NewKeyCap(int64(c.MaxKeys))
-	e.mx.trackKeys(keys)
+	e.mx.trackKeys(keys, e.fallback)
 	e.leasing = newLeasing(e.store, e.order, e.journal, c.StoreTimeout, c.Store == "redis", keys, e.fallback)
 	if c.XDSAddr == "" {
 		if err := e.reload(); err != nil {

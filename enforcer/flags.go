@@ -36,7 +36,7 @@ func Flags(c *Config) *pflag.FlagSet {
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", DefaultBreakerFailures, "consecutive store failures that open the circuit breaker; at least 1")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", DefaultBreakerCooldown, "how long the open breaker waits before a probe; above 0")
 	fs.IntVar(&c.RedisPipelines, "redis-pipelines", DefaultRedisPipelines, "Redis pipelines in flight at once, shared by concurrent store calls; -1 sends each call on its own, 0 is rejected (--store redis)")
-	fs.IntVar(&c.MaxKeys, "max-keys", DefaultMaxKeys, "most keys this instance tracks lease state for; beyond it the lease idle longest is evicted and its tokens given back; at least 1")
+	fs.IntVar(&c.MaxKeys, "max-keys", DefaultMaxKeys, "most keys this instance tracks lease state for, and fallback buckets while the store is away; beyond it the lease idle longest is evicted and its tokens given back (a bucket, at random); at least 1")
 	fs.StringVar(&c.InstanceID, "instance-id", "", "instance identity for canary membership (default $POD_NAME, then hostname)")
 	fs.StringVar(&c.JournalPath, "journal", "", "write the decision journal to this file (off by default); an earlier run's journal there is kept as FILE.prev")
 	fs.BoolVar(&c.JournalBlock, "journal-block", false, "block decisions instead of dropping journal records when the journal falls behind")

@@ -144,8 +144,12 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 // trackKeys registers the key-cap gauges of c: the keys tracked now, the bound, and the
 // evictions so far (rate_limit_tracked_keys, rate_limit_tracked_keys_max,
 // rate_limit_key_evictions_total).
-func (m *metrics) trackKeys(c *engine.KeyCap) {
+func (m *metrics) trackKeys(c *engine.KeyCap, fallback *engine.Memory) {
 	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "rate_limit_fallback_evictions_total",
+			Help: "Fail-open fallback buckets evicted to stay within --max-keys while the store is unavailable; the key's next request starts a fresh bucket.",
+		}, func() float64 { return float64(fallback.Evicted()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "rate_limit_tracked_keys",
 			Help: "Keys this instance holds local lease state for (at most --max-keys, briefly more while first takes are in flight).",

@@ -2,6 +2,7 @@ package enforcer
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,4 +93,30 @@ func TestOutageBounds(t *testing.T) {
 		t.Errorf("nofb during the outage: admitted %d in %.2fs, want 1 to %d (twice its recent %d/s, and a lease of %d)", got, secs, limit, rate, leaseMax)
 	}
 	t.Logf("outage of %.2fs: withfb admitted %d, nofb %d", secs, admitted[0].Load(), admitted[1].Load())
+}
+
+// TestOutageFallbackBounded: a flood of distinct keys while Redis is away gets fallback buckets
+// up to --max-keys, evicting others beyond it; every key was given one, kept twice its refill
+// time (two days for a daily rule), and 200,000 keys held 45 MB.
+func TestOutageFallbackBounded(t *testing.T) {
+	m := &policy.Model{Domains: []*policy.Domain{{Name: "edge", Rules: []*policy.Rule{{
+		Name:   "daily",
+		Match:  []policy.Match{{Key: "user", Kind: policy.MatchAny}},
+		Limits: []policy.Limit{{Requests: 1000, WindowMs: 86_400_000, Burst: 1000, Algorithm: policy.TokenBucket, Cost: 1}},
+		Stage:  policy.Stage{Name: policy.StageEnforce}, FailureMode: policy.FailOpen,
+		Fallback: &policy.Rate{Requests: 1000, WindowMs: 86_400_000},
+	}}}}}
+	srv := redistest.Start(t)
+	in := spawn(t, m, func(c *Config) { c.Store, c.RedisURL, c.MaxKeys = "redis", "redis://"+srv.Addr(), 500 })
+	srv.Kill()
+	for i := range 3000 {
+		resp, err := in.client.ShouldRateLimit(context.Background(), request("edge", []string{fmt.Sprintf("user=u%d", i)}))
+		if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("request %d while Redis is away: %v %v, want OK from the fail-open rule", i, resp, err)
+		}
+	}
+	evicted := in.metric(t, "rate_limit_fallback_evictions_total")
+	if held := 3000 - evicted; evicted < 2000 || held > 500+32 {
+		t.Errorf("fallback buckets: %v evicted of 3000, %v held; want at most about 500 held", evicted, held)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -36,6 +37,10 @@ type memShard struct {
 	exact      exactCache
 	expiries   expiryList // when Expire must look at which entry
 	nextExpiry int64      // no later than the earliest time in expiries, 0 when unknown
+	// maxKeys, when above 0, bounds the shard's keys (NewLocalMemory): a new key in a full
+	// shard evicts one, the first of the map's random order, and counts it in evicted.
+	maxKeys int
+	evicted atomic.Int64
 }
 
 type memEntry struct {
@@ -70,11 +75,29 @@ func NewMemory(clock Clock) *Memory {
 // that has passed, fresh state decides as the stored state would. MinTTL keeps
 // state that a simulated clock may still need; a Memory that only ever runs on
 // clock, such as the enforcer's local fallback buckets, frees a flood of keys
-// sooner without it. Its decisions are NewMemory's.
-func NewLocalMemory(clock Clock) *Memory {
+// sooner without it. Its decisions are NewMemory's. maxKeys above 0 bounds the
+// keys it holds (about: each of its shards holds its share): a new key beyond it
+// evicts another (Evicted), whose next request starts afresh, so that a flood of
+// keys while the store is away cannot grow it without end.
+func NewLocalMemory(clock Clock, maxKeys int) *Memory {
 	m := NewMemory(clock)
 	m.local = true
+	if maxKeys > 0 {
+		for i := range m.shards {
+			m.shards[i].maxKeys = max(1, (maxKeys+len(m.shards)-1)/len(m.shards))
+		}
+	}
 	return m
+}
+
+// Evicted is the number of keys a bounded Memory (NewLocalMemory) evicted for
+// new ones.
+func (m *Memory) Evicted() int64 {
+	var n int64
+	for i := range m.shards {
+		n += m.shards[i].evicted.Load()
+	}
+	return n
 }
 
 // ttlOf is how long m keeps the state of a key with limits after its last use.
@@ -332,6 +355,16 @@ func (sh *memShard) reentry(key string, old *memEntry, n int, now int64) *memEnt
 	return e
 }
 
+// evictOne drops one of sh's keys, the first of the map's random order; its
+// expiry, still listed, is stale from now on. The caller holds sh's lock.
+func (sh *memShard) evictOne() {
+	for k, e := range sh.m {
+		e.dropped, e.dueAt = true, notDue
+		delete(sh.m, k)
+		return
+	}
+}
+
 // add puts e in sh's map under key, making the map with its first key: a
 // Memory that never sees one (a simulation has one per shard of its keys)
 // costs no map. The caller holds sh's lock.
@@ -342,6 +375,13 @@ func (sh *memShard) add(key string, e *memEntry) {
 	}
 	if sh.m == nil {
 		sh.m = make(map[string]*memEntry)
+	}
+	if sh.maxKeys > 0 && len(sh.m) >= sh.maxKeys {
+		sh.evictOne()
+		sh.evicted.Add(1)
+		if len(sh.expiries) > 2*sh.maxKeys+64 {
+			sh.expiries.dropStale() // the evicted keys' times, far in the future
+		}
 	}
 	sh.m[key] = e
 }

@@ -65,6 +65,20 @@ func (sh *memShard) expire(now int64) int {
 	return n
 }
 
+// dropStale removes the times of entries that have a live time of their own or were dropped,
+// keeping the list's order.
+func (xs *expiryList) dropStale() {
+	kept := 0
+	for _, x := range *xs {
+		if x.at == x.e.dueAt {
+			(*xs)[kept] = x
+			kept++
+		}
+	}
+	clear((*xs)[kept:])
+	*xs = (*xs)[:kept]
+}
+
 // expireBy records that entry e of sh expires at, its time earlier than any
 // it had. The caller holds sh's lock.
 func (sh *memShard) expireBy(e *memEntry, at int64) {
