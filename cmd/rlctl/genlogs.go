@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -81,7 +82,7 @@ func newGenLogsCmd() *cobra.Command {
 				return err
 			}
 			if out != "" && out != "-" {
-				gz := strings.HasSuffix(out, ".gz")
+				gz := strings.EqualFold(filepath.Ext(out), ".gz") // A.GZ as a.gz
 				if err := atomicfile.Write(out, func(w io.Writer) error { return writeLog(w, cfg, gz) }); err != nil {
 					return usageErrorf("gen-logs: --out %w", err)
 				}

@@ -365,6 +365,8 @@ func pct(f float64) string {
 		return "0%"
 	case f < 0.0001:
 		return "<0.01%"
+	case f < 1 && f > 0.9999:
+		return ">99.99%" // 29,999 of 30,000 is not all of them
 	}
 	return fmt.Sprintf("%.2f%%", f*100)
 }

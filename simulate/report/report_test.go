@@ -279,3 +279,12 @@ func TestPrintable(t *testing.T) {
 		}
 	}
 }
+
+// TestPct: a share short of all of them, or more than none, never reads as 100% or 0%.
+func TestPct(t *testing.T) {
+	for f, want := range map[float64]string{0: "0%", 0.00005: "<0.01%", 0.5: "50.00%", 29999.0 / 30000: ">99.99%", 1: "100.00%"} {
+		if got := pct(f); got != want {
+			t.Errorf("pct(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
