@@ -98,8 +98,11 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	}
 	rep.BadLines, rep.BadLineSamples = r.badCount, r.bad
 	rep.UnseenFields = unseenFields(readers)
-	for _, in := range inputs {
+	for i, in := range inputs {
 		rep.Logs = append(rep.Logs, in.Name)
+		if len(inputs) > 1 && readers[i].Line() == 0 {
+			rep.EmptyLogs = append(rep.EmptyLogs, in.Name)
+		}
 	}
 	rep.Finish()
 	return rep, nil

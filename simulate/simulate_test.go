@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -625,5 +626,22 @@ func TestGapSweeps(t *testing.T) {
 	replay(t, Config{Model: m, Gateways: 1}, far)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("a replay across a gap of 200 years took %v", took)
+	}
+}
+
+// TestRunEmptyLog: a log that holds no line, among others, is named in the report and warned
+// about; an empty rotation among full logs passed without a word.
+func TestRunEmptyLog(t *testing.T) {
+	log := `{"start_time":"2024-05-01T12:00:00.000Z","path":"/a"}` + "\n"
+	r, err := Run(context.Background(), RunConfig{Sim: Config{Model: testModel()}},
+		[]Input{{Name: "empty.json", R: strings.NewReader("")}, {Name: "full.json", R: strings.NewReader(log)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(r.EmptyLogs) != "[empty.json]" {
+		t.Errorf("empty logs: got %v, want [empty.json]", r.EmptyLogs)
+	}
+	if ws := report.Warnings(r); !slices.Contains(ws, "The log empty.json held no lines.") {
+		t.Errorf("warnings: %q, want the empty log named", ws)
 	}
 }
