@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"hash/fnv"
 	"io"
 	"strings"
 )
@@ -243,7 +244,11 @@ func mdEscape(s string) string {
 	s = strings.ReplaceAll(s, "`", "'")
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) > 200 {
-		s = strings.ToValidUTF8(s[:200], "") + "…" // the cut may split a character
+		// The cut may split a character; a hash of the whole keeps two long values that share
+		// their first 200 bytes apart.
+		h := fnv.New32a()
+		h.Write([]byte(s))
+		s = fmt.Sprintf("%s… (%d bytes, fnv %08x)", strings.ToValidUTF8(s[:200], ""), len(s), h.Sum32())
 	}
 	return s
 }

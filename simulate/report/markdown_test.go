@@ -198,3 +198,14 @@ func markdownWithin(t *testing.T, r *Report) string {
 	}
 	return b.String()
 }
+
+// TestMdEscapeLongValues: two long values that share their first 200 bytes print apart.
+func TestMdEscapeLongValues(t *testing.T) {
+	a, b := strings.Repeat("x", 250)+"a", strings.Repeat("x", 250)+"b"
+	if mdEscape(a) == mdEscape(b) {
+		t.Errorf("two values cut to one: %q", mdEscape(a))
+	}
+	if got := mdEscape("short"); got != "short" {
+		t.Errorf("a short value: %q", got)
+	}
+}
