@@ -452,3 +452,17 @@ descriptors:
 		t.Errorf("imported rules:\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestParseCyclicAliases: an alias that names a node holding it (through a merge key or a
+// descriptor list) is refused at its position; both overflowed the stack and killed the process.
+func TestParseCyclicAliases(t *testing.T) {
+	for name, doc := range map[string]string{
+		"merge":       "domain: d\ndescriptors:\n  - key: a\n    rate_limit: &x {unit: second, requests_per_unit: 5, <<: *x}\n",
+		"descriptors": "domain: d\ndescriptors: &d\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 5}\n    descriptors: *d\n",
+	} {
+		_, err := erlconfig.Parse("x.yaml", []byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "names a node that holds it: the YAML is cyclic") {
+			t.Errorf("%s: got %v, want the cycle refused", name, err)
+		}
+	}
+}

@@ -72,6 +72,11 @@ func (p *parser) parse(data []byte) *Config {
 		p.errorf(policy.Pos{File: p.file}, "empty file: an ERL configuration has a domain and descriptors")
 		return nil
 	}
+	if a := cyclicAlias(doc.Content[0], map[*yaml.Node]int8{}); a != nil {
+		// Every walk of the document below follows aliases: a cycle would not end.
+		p.errorf(p.pos(a), "alias *%s names a node that holds it: the YAML is cyclic", a.Value)
+		return nil
+	}
 	root := resolve(doc.Content[0])
 	c := &Config{Pos: p.pos(root)}
 	p.mapping(root, "the document", []string{"domain", "descriptors"}, func(key string, k, v *yaml.Node) {
@@ -100,6 +105,33 @@ func (p *parser) syntax(err error) {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	}
 	p.errorf(pos, "bad YAML: %s", msg)
+}
+
+// cyclicAlias returns an alias under n that names a node holding it, or nil: a depth-first
+// walk that follows aliases, each node visited once (state: 1 while its content is walked, 2
+// after).
+func cyclicAlias(n *yaml.Node, state map[*yaml.Node]int8) *yaml.Node {
+	target := n
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			return nil
+		}
+		target = n.Alias
+	}
+	switch state[target] {
+	case 1:
+		return n
+	case 2:
+		return nil
+	}
+	state[target] = 1
+	for _, c := range target.Content {
+		if a := cyclicAlias(c, state); a != nil {
+			return a
+		}
+	}
+	state[target] = 2
+	return nil
 }
 
 // resolve follows aliases to the node they name.
