@@ -127,11 +127,12 @@ func (e *Edited) Paths() []string {
 func (e *Edited) RepoPaths() (map[string]File, error) { return RepoPaths(e.Files) }
 
 // RepoPaths returns files keyed by their slash paths relative to the top of the Git repository
-// that holds them.
+// that holds them, asking Git once per directory (the files of a policy share one).
 func RepoPaths(files map[string]File) (map[string]File, error) {
 	out := map[string]File{}
+	tops := map[string]string{}
 	for p, f := range files {
-		rel, err := RepoPath(p)
+		rel, err := repoPath(p, tops)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +143,10 @@ func RepoPaths(files map[string]File) (map[string]File, error) {
 
 // RepoPath returns the slash path of p, a file or a directory, relative to the top of the Git
 // repository that holds it ("." for the top itself).
-func RepoPath(p string) (string, error) {
+func RepoPath(p string) (string, error) { return repoPath(p, map[string]string{}) }
+
+// repoPath is RepoPath with tops, the tops of the repositories of directories already asked.
+func repoPath(p string, tops map[string]string) (string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return "", err
@@ -151,18 +155,23 @@ func RepoPath(p string) (string, error) {
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		dir = filepath.Dir(abs)
 	}
-	top, err := exec.Command("git", "-C", dir, "rev-parse", "--show-toplevel").Output()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", p, revision.ErrNotARepository)
+	top, ok := tops[dir]
+	if !ok {
+		out, err := exec.Command("git", "-C", dir, "rev-parse", "--show-toplevel").Output()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", p, revision.ErrNotARepository)
+		}
+		top = strings.TrimSpace(string(out))
+		tops[dir] = top
 	}
 	// The top as git prints it may differ from abs by symbolic links.
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return "", err
 	}
-	rel, err := filepath.Rel(strings.TrimSpace(string(top)), real)
+	rel, err := filepath.Rel(top, real)
 	if err != nil || strings.HasPrefix(rel, "..") {
-		return "", fmt.Errorf("%s: outside its repository %s", p, strings.TrimSpace(string(top)))
+		return "", fmt.Errorf("%s: outside its repository %s", p, top)
 	}
 	return filepath.ToSlash(rel), nil
 }
