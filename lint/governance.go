@@ -303,7 +303,7 @@ func checkSinceUpdated(c *domainChange, e *emitter) {
 		switch {
 		case hs == "" || bs == "":
 			// A stage without a date is RL014's; nothing to compare.
-		case from != to && (hs < bs || hs == bs && hs != today):
+		case from != to && !SinceMovesOn(bs, hs, today):
 			e.at(p.head.Stage.Pos, p.head, "stage changed from %q to %q but since %s is not after the base's %s (base %s): set since to the day the new stage began",
 				from, to, hs, bs, p.base.Stage.Pos)
 		case from == to && hs < bs:
@@ -311,6 +311,13 @@ func checkSinceUpdated(c *domainChange, e *emitter) {
 				bs, hs, to, p.base.Stage.Pos)
 		}
 	}
+}
+
+// SinceMovesOn reports whether since, the day a rule's new stage began, may follow a stage that
+// began on base, on day today (RL023): after base, or on it when that is today. rlctl rollout
+// checks the day it writes with it.
+func SinceMovesOn(base, since, today string) bool {
+	return since > base || since == base && since == today
 }
 
 // checkSinceFuture reports a stage whose since is after today (RL024).

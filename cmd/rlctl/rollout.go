@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlctl/rlctl/diff"
+	"github.com/rlctl/rlctl/lint"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/rollout"
 	"github.com/rlctl/rlctl/schema"
@@ -477,7 +478,7 @@ func checkSince(d *policy.Domain, r *policy.Rule, since string, today time.Time)
 	switch {
 	case since > day:
 		return fmt.Errorf("%s/%s: --date %s is after today, %s (lint RL024)", d.Name, r.Name, since, day)
-	case cur != "" && (since < cur || since == cur && since != day):
+	case cur != "" && !lint.SinceMovesOn(cur, since, day):
 		return fmt.Errorf("%s/%s: its stage %s began on %s, so the next begins after it, not on %s (lint RL023)", d.Name, r.Name, r.Stage.Name, cur, since)
 	}
 	return nil
