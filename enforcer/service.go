@@ -69,12 +69,7 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		var rs *ruleState
 		var ents [MaxEntries]policy.Entry
 		if dom != nil {
-			for j, en := range d.Entries {
-				ents[j] = policy.Entry{Key: en.Key, Value: en.Value}
-			}
-			if ri, ok := dom.d.LookupIndex(ents[:len(d.Entries)]); ok && (!onlyOK || dom.d.Rules[ri].FailureMode == only) {
-				rs = dom.rules[ri]
-			}
+			rs = dom.match(d, &ents, only, onlyOK)
 		}
 		if rs == nil {
 			// envoyproxy/ratelimit's behaviour: no rule, no limit, OK.
@@ -217,6 +212,18 @@ func (rs *ruleState) appendKey(dst []byte, ents []policy.Entry, override *common
 	return b
 }
 
+// match returns the rule that descriptor d selects, or nil, writing its entries into ents: with
+// onlyOK, only a rule of failure mode only (failureModeOf).
+func (ds *domainState) match(d *commonv3.RateLimitDescriptor, ents *[MaxEntries]policy.Entry, only policy.FailureMode, onlyOK bool) *ruleState {
+	for j, en := range d.Entries {
+		ents[j] = policy.Entry{Key: en.Key, Value: en.Value}
+	}
+	if ri, ok := ds.d.LookupIndex(ents[:len(d.Entries)]); ok && (!onlyOK || ds.d.Rules[ri].FailureMode == only) {
+		return ds.rules[ri]
+	}
+	return nil
+}
+
 // checkOverrides refuses a limit override that the rule its descriptor selects cannot enforce:
 // one outside the engine's exact range (a million a year, say), which the engine refused at
 // decision time, so that the request was denied with no word; and, on a sub-sharded rule, one
@@ -228,14 +235,10 @@ func (ds *domainState) checkOverrides(req *rlsv3.RateLimitRequest, only policy.F
 			continue
 		}
 		var ents [MaxEntries]policy.Entry
-		for j, en := range d.Entries {
-			ents[j] = policy.Entry{Key: en.Key, Value: en.Value}
-		}
-		ri, ok := ds.d.LookupIndex(ents[:len(d.Entries)])
-		if !ok || (onlyOK && ds.d.Rules[ri].FailureMode != only) {
+		rs := ds.match(d, &ents, only, onlyOK)
+		if rs == nil {
 			continue
 		}
-		rs := ds.rules[ri]
 		limits, _ := rs.override(o)
 		ms, _ := overrideWindowMs(o)
 		if shards := rs.plan.Shards; shards >= 2 && int64(o.RequestsPerUnit) < int64(shards) {
