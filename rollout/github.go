@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os/exec"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,24 +182,24 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 	if err != nil {
 		return nil, g.explain(err)
 	}
-	baseTree, _, err := g.c.Git.GetTree(ctx, g.owner, g.repo, baseCommit.GetTree().GetSHA(), true)
-	if err != nil {
-		return nil, g.explain(err)
-	}
-	modes := map[string]string{}
-	shas := map[string]string{}
-	for _, e := range baseTree.Entries {
-		modes[e.GetPath()], shas[e.GetPath()] = e.GetMode(), e.GetSHA()
-	}
+	rootTree := baseCommit.GetTree().GetSHA()
+	dirs := make([]string, 0, len(ch.Files)+1)
 	paths := make([]string, 0, len(ch.Files))
 	for p := range ch.Files {
 		paths = append(paths, p)
+		dirs = append(dirs, path.Dir(p))
 	}
 	sort.Strings(paths)
 	if ch.PolicyDir != "" {
-		for _, e := range baseTree.Entries {
-			if _, read := ch.Files[e.GetPath()]; !read && e.GetType() == "blob" && isPolicyFile(ch.PolicyDir, e.GetPath()) {
-				p := e.GetPath()
+		dirs = append(dirs, ch.PolicyDir)
+	}
+	baseFiles, err := g.filesIn(ctx, rootTree, dirs)
+	if err != nil {
+		return nil, g.explain(err)
+	}
+	if ch.PolicyDir != "" {
+		for _, p := range slices.Sorted(maps.Keys(baseFiles)) {
+			if _, read := ch.Files[p]; !read && isPolicyFile(ch.PolicyDir, p) {
 				return nil, fmt.Errorf("%s: %w %s at %.12s, which has this policy file: check it out, then run again", p, ErrStaleBase, base, baseSHA)
 			}
 		}
@@ -205,20 +207,20 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 	var entries []*github.TreeEntry
 	for _, p := range paths {
 		f := ch.Files[p]
-		if got, want := shas[p], BlobSHA(f.Before); got != want {
+		if got, want := baseFiles[p].GetSHA(), BlobSHA(f.Before); got != want {
 			return nil, fmt.Errorf("%s: %w %s at %.12s: check it out, then run again", p, ErrStaleBase, base, baseSHA)
 		}
 		if bytes.Equal(f.Before, f.After) {
 			continue // read, not edited
 		}
-		mode := modes[p]
+		mode := baseFiles[p].GetMode()
 		if mode == "" {
 			mode = "100644"
 		}
 		entries = append(entries, &github.TreeEntry{Path: github.String(p), Mode: github.String(mode),
 			Type: github.String("blob"), Content: github.String(string(f.After))})
 	}
-	tree, _, err := g.c.Git.CreateTree(ctx, g.owner, g.repo, baseTree.GetSHA(), entries)
+	tree, _, err := g.c.Git.CreateTree(ctx, g.owner, g.repo, rootTree, entries)
 	if err != nil {
 		return nil, g.explain(err)
 	}
@@ -361,6 +363,69 @@ func (g *GitHub) explain(err error) error {
 
 // isPolicyFile reports whether p, a repository path, is a file of the policy directory dir that
 // schema.Load reads: a .cue file directly in dir whose name does not start with '.' or '_'.
+// filesIn returns the files (blobs, by path) directly in each of dirs in the tree root. It lists
+// each directory on its own, walking down from root, because GitHub cuts a recursive listing of a
+// large repository short (at 100,000 entries or 7 MB) and a file missed there would read as
+// absent. A directory that does not exist has no files.
+func (g *GitHub) filesIn(ctx context.Context, root string, dirs []string) (map[string]*github.TreeEntry, error) {
+	listed := map[string][]*github.TreeEntry{} // tree SHA -> its entries
+	list := func(sha, dir string) ([]*github.TreeEntry, error) {
+		if es, ok := listed[sha]; ok {
+			return es, nil
+		}
+		t, _, err := g.c.Git.GetTree(ctx, g.owner, g.repo, sha, false)
+		if err != nil {
+			return nil, err
+		}
+		if t.GetTruncated() {
+			return nil, fmt.Errorf("directory %s: GitHub listed it only in part (truncated)", dir)
+		}
+		listed[sha] = t.Entries
+		return t.Entries, nil
+	}
+	files := map[string]*github.TreeEntry{}
+	done := map[string]bool{}
+	for _, dir := range dirs {
+		dir = path.Clean(dir)
+		if done[dir] {
+			continue
+		}
+		done[dir] = true
+		sha, at := root, "."
+		if dir != "." {
+			for _, name := range strings.Split(dir, "/") {
+				entries, err := list(sha, at)
+				if err != nil {
+					return nil, err
+				}
+				sha = ""
+				for _, e := range entries {
+					if e.GetPath() == name && e.GetType() == "tree" {
+						sha = e.GetSHA()
+					}
+				}
+				if sha == "" {
+					break
+				}
+				at = path.Join(at, name)
+			}
+		}
+		if sha == "" {
+			continue
+		}
+		entries, err := list(sha, dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if e.GetType() == "blob" {
+				files[path.Join(dir, e.GetPath())] = e
+			}
+		}
+	}
+	return files, nil
+}
+
 func isPolicyFile(dir, p string) bool {
 	if dir != "." {
 		rest, ok := strings.CutPrefix(p, dir+"/")

@@ -171,6 +171,50 @@ func TestProposeRefusesStaleReadFile(t *testing.T) {
 	}
 }
 
+// TestProposeInLargeRepository: GitHub cuts a recursive listing of a large repository short, so
+// Propose lists only the directories it needs, each on its own. In a repository whose recursive
+// listing holds 2 of its entries, a policy directory two levels down is still read whole: its
+// file on the base is checked and edited, and a base policy file that the checkout lacks is still
+// found.
+func TestProposeInLargeRepository(t *testing.T) {
+	const dir = "platform/edge/policies"
+	files := map[string]string{dir + "/tiers.cue": tiersBefore, "README.md": "# monorepo\n"}
+	for i := range 50 {
+		files[fmt.Sprintf("services/s%02d/main.go", i)] = "package main\n"
+	}
+	s := githubtest.New("acme", "policies", "tok-1", files)
+	t.Cleanup(s.Close)
+	s.SetTreeLimit(2)
+	after := strings.Replace(tiersBefore, "shadow", "soft", 1)
+	ch := Change{
+		Branch: "rlctl/rollout/edge/developer_pro", Title: "t", Body: "b", Message: "m", PolicyDir: dir,
+		Files: map[string]File{
+			dir + "/tiers.cue": {Before: []byte(tiersBefore), After: []byte(after)},
+		},
+	}
+	g := newClient(t, s, "tok-1")
+	pr, err := g.Propose(context.Background(), ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.File(pr.Branch, dir+"/tiers.cue"); got != after {
+		t.Errorf("edited file on the branch: got %q, want %q", got, after)
+	}
+	if got, _ := s.File(pr.Branch, "services/s49/main.go"); got != "package main\n" {
+		t.Errorf("an untouched file outside the policies: got %q", got)
+	}
+
+	s.SetFile("main", dir+"/limits.cue", "package p\n")
+	if _, err := g.Propose(context.Background(), ch); !errors.Is(err, ErrStaleBase) || !strings.Contains(err.Error(), dir+"/limits.cue") {
+		t.Fatalf("a base policy file missing locally: got %v, want ErrStaleBase naming %s/limits.cue", err, dir)
+	}
+	s.SetFile("main", dir+"/tiers.cue", tiersBefore+"// someone else's change\n")
+	ch.PolicyDir = ""
+	if _, err := g.Propose(context.Background(), ch); !errors.Is(err, ErrStaleBase) || !strings.Contains(err.Error(), dir+"/tiers.cue") {
+		t.Fatalf("an edited file changed on the base: got %v, want ErrStaleBase naming %s/tiers.cue", err, dir)
+	}
+}
+
 func TestProposeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -78,6 +78,9 @@ type Server struct {
 	nextID   int64
 	requests []Request
 	fail     *Failure
+	// treeLimit cuts a recursive tree listing at this many entries, marked truncated, as GitHub
+	// does past 100,000 entries or 7 MB (0: no limit).
+	treeLimit int
 }
 
 // New starts a server for OWNER/REPO whose default branch main holds files (path -> content)
@@ -94,6 +97,14 @@ func New(owner, repo, token string, files map[string]string) *Server {
 	s.refs["heads/main"] = s.putCommit(commit{tree: t, message: "initial"})
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// SetTreeLimit makes a recursive tree listing stop after n entries and say it was truncated, as
+// GitHub's does in a large repository (0: no limit).
+func (s *Server) SetTreeLimit(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.treeLimit = n
 }
 
 // APIURL is the address to give rollout (--github-url).
@@ -169,6 +180,47 @@ func (s *Server) SetFile(branch, p, content string) {
 	head := s.refs["heads/"+branch]
 	entries := s.withFile(s.trees[s.commits[head].tree], p, s.putBlob([]byte(content)), "100644")
 	s.refs["heads/"+branch] = s.putCommit(commit{tree: s.putTree(entries), parents: []string{head}, message: "edit " + p})
+}
+
+// children lists a flat tree as GitHub lists a tree without recursion: the files at its top, and
+// one entry of type tree for each directory, whose SHA names the directory's own flat tree.
+func (s *Server) children(entries []treeEntry) []treeEntry {
+	var out []treeEntry
+	dirs := map[string][]treeEntry{}
+	for _, e := range entries {
+		dir, rest, nested := strings.Cut(e.Path, "/")
+		if !nested {
+			out = append(out, e)
+			continue
+		}
+		sub := e
+		sub.Path = rest
+		dirs[dir] = append(dirs[dir], sub)
+	}
+	for dir, sub := range dirs {
+		out = append(out, treeEntry{Path: dir, Mode: "040000", Type: "tree", SHA: s.putTree(sub)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// recursive lists a flat tree as GitHub lists a tree with recursion: every file, and an entry of
+// type tree for every directory, in path order.
+func (s *Server) recursive(entries []treeEntry) []treeEntry {
+	var out []treeEntry
+	var walk func(prefix string, entries []treeEntry)
+	walk = func(prefix string, entries []treeEntry) {
+		for _, e := range s.children(entries) {
+			full := e
+			full.Path = prefix + e.Path
+			out = append(out, full)
+			if e.Type == "tree" {
+				walk(full.Path+"/", s.trees[e.SHA])
+			}
+		}
+	}
+	walk("", entries)
+	return out
 }
 
 func (s *Server) withFile(entries []treeEntry, p, sha, mode string) []treeEntry {
@@ -261,7 +313,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			notFound(w)
 			return
 		}
-		writeJSON(w, 200, map[string]any{"sha": sha, "url": s.api(p), "tree": t, "truncated": false})
+		truncated := false
+		if r.URL.Query().Get("recursive") != "" {
+			t = s.recursive(t)
+			if s.treeLimit > 0 && len(t) > s.treeLimit {
+				t, truncated = t[:s.treeLimit], true
+			}
+		} else {
+			t = s.children(t)
+		}
+		writeJSON(w, 200, map[string]any{"sha": sha, "url": s.api(p), "tree": t, "truncated": truncated})
 	case route == "POST /git/trees":
 		var req struct {
 			BaseTree string `json:"base_tree"`
