@@ -173,6 +173,12 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 		return nil, g.explain(err)
 	}
 	base := repo.GetDefaultBranch()
+	// A pull request's head is filtered by the owner's login as GitHub spells it, which --repo
+	// (matched in any case) need not.
+	owner := repo.GetOwner().GetLogin()
+	if owner == "" {
+		owner = g.owner
+	}
 	baseRef, _, err := g.c.Git.GetRef(ctx, g.owner, g.repo, "heads/"+base)
 	if err != nil {
 		return nil, g.explain(fmt.Errorf("base branch %s: %w", base, err))
@@ -240,7 +246,7 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 		}
 		if v := verbOf(c.GetMessage()); ch.Verb == "promote" && (v == "pause" || v == "abort") {
 			open, _, err := g.c.PullRequests.List(ctx, g.owner, g.repo, &github.PullRequestListOptions{
-				State: "open", Head: g.owner + ":" + ch.Branch, Base: base,
+				State: "open", Head: owner + ":" + ch.Branch, Base: base,
 			})
 			if err != nil {
 				return nil, g.explain(err)
@@ -274,7 +280,7 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 	}
 
 	open, _, err := g.c.PullRequests.List(ctx, g.owner, g.repo, &github.PullRequestListOptions{
-		State: "open", Head: g.owner + ":" + ch.Branch, Base: base,
+		State: "open", Head: owner + ":" + ch.Branch, Base: base,
 	})
 	if err != nil {
 		return nil, g.explain(err)

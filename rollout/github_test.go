@@ -215,6 +215,29 @@ func TestProposeInLargeRepository(t *testing.T) {
 	}
 }
 
+// TestProposeOwnerInAnyCase: --repo ACME/Policies names acme/policies (GitHub matches names in
+// any case), and the second run still finds the pull request the first opened, whose head
+// GitHub files under the owner's login as it spells it.
+func TestProposeOwnerInAnyCase(t *testing.T) {
+	s := newFake(t)
+	g, err := NewGitHub(GitHubConfig{Token: "tok-1", URL: s.Server.URL, Owner: "ACME", Repo: "Policies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := strings.Replace(tiersBefore, "shadow", "soft", 1)
+	first, err := g.Propose(context.Background(), change(after, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := g.Propose(context.Background(), change(after+"// again\n", ""))
+	if err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	if second.Created || second.Number != first.Number || len(s.PullRequests()) != 1 {
+		t.Fatalf("second run: got %+v and %d pull requests, want #%d updated", second, len(s.PullRequests()), first.Number)
+	}
+}
+
 func TestProposeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

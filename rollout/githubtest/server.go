@@ -279,16 +279,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"})
 		return
 	}
+	// Owner and repository names match in any case, as GitHub's do; the head filter of a pull
+	// request listing takes the owner as GitHub spells it (Server.Owner).
 	prefix := "/api/v3/repos/" + s.Owner + "/" + s.Repo
-	p, ok := strings.CutPrefix(r.URL.Path, prefix)
-	if !ok {
+	if len(r.URL.Path) < len(prefix) || !strings.EqualFold(r.URL.Path[:len(prefix)], prefix) {
+		notFound(w)
+		return
+	}
+	p := r.URL.Path[len(prefix):]
+	if p != "" && p[0] != '/' {
 		notFound(w)
 		return
 	}
 	route := r.Method + " " + p
 	switch {
 	case route == "GET ":
-		writeJSON(w, 200, map[string]any{"id": 1, "name": s.Repo, "full_name": s.Owner + "/" + s.Repo,
+		writeJSON(w, 200, map[string]any{"id": 1, "name": s.Repo, "full_name": s.Owner + "/" + s.Repo, "owner": map[string]any{"login": s.Owner},
 			"default_branch": s.DefaultBranch, "html_url": s.base() + "/" + s.Owner + "/" + s.Repo})
 	case r.Method == "GET" && strings.HasPrefix(p, "/git/ref/"):
 		ref := strings.TrimPrefix(p, "/git/ref/")
