@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlctl/rlctl/erlconfig"
 	"github.com/rlctl/rlctl/erlconfig/erltest"
@@ -464,5 +465,44 @@ func TestParseCyclicAliases(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "names a node that holds it: the YAML is cyclic") {
 			t.Errorf("%s: got %v, want the cycle refused", name, err)
 		}
+	}
+}
+
+// TestParseAliasBomb: aliases of aliases ("billion laughs") make a file of a few hundred bytes
+// a descriptor tree of 10^30 nodes, whose walk would not end; it is refused at once. The same
+// aliases used a few times are read.
+func TestParseAliasBomb(t *testing.T) {
+	doc := func(levels, fanout int) string {
+		var b strings.Builder
+		b.WriteString("domain: d\nlevels:\n  - &l0 [{key: a, rate_limit: {unit: second, requests_per_unit: 5}}]\n")
+		for i := 1; i <= levels; i++ {
+			fmt.Fprintf(&b, "  - &l%d [", i)
+			for j := range fanout {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, "{key: k%d, descriptors: *l%d}", j, i-1)
+			}
+			b.WriteString("]\n")
+		}
+		fmt.Fprintf(&b, "descriptors: *l%d\n", levels)
+		return b.String()
+	}
+	bomb := doc(30, 10)
+	done := make(chan error, 1)
+	go func() {
+		_, err := erlconfig.Parse("bomb.yaml", []byte(bomb))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "aliases expand the document to over 1000000 nodes") {
+			t.Errorf("a %d-byte alias bomb: got %v, want it refused", len(bomb), err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a %d-byte alias bomb: still parsing after 30 s", len(bomb))
+	}
+	if _, err := erlconfig.Parse("small.yaml", []byte(doc(2, 3))); err != nil && strings.Contains(err.Error(), "aliases expand") {
+		t.Errorf("aliases that expand to a few nodes: %v", err)
 	}
 }

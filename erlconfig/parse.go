@@ -77,6 +77,11 @@ func (p *parser) parse(data []byte) *Config {
 		p.errorf(p.pos(a), "alias *%s names a node that holds it: the YAML is cyclic", a.Value)
 		return nil
 	}
+	if n := expanded(doc.Content[0], map[*yaml.Node]int{}); n > maxExpanded {
+		// Aliases of aliases grow a short file exponentially ("billion laughs").
+		p.errorf(p.pos(doc.Content[0]), "aliases expand the document to over %d nodes: ERL's YAML reader refuses such aliasing too", maxExpanded)
+		return nil
+	}
 	root := resolve(doc.Content[0])
 	c := &Config{Pos: p.pos(root)}
 	p.mapping(root, "the document", []string{"domain", "descriptors"}, func(key string, k, v *yaml.Node) {
@@ -132,6 +137,27 @@ func cyclicAlias(n *yaml.Node, state map[*yaml.Node]int8) *yaml.Node {
 	}
 	state[target] = 2
 	return nil
+}
+
+// maxExpanded bounds the nodes of a document with its aliases expanded. A million nodes is a
+// configuration far larger than any ERL deployment's, read in well under a second.
+const maxExpanded = 1_000_000
+
+// expanded returns how many nodes a walk of n that follows aliases visits, counted once per
+// node (memo) and capped just over maxExpanded. n holds no cyclic alias.
+func expanded(n *yaml.Node, memo map[*yaml.Node]int) int {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return 1 + expanded(n.Alias, memo)
+	}
+	if c, ok := memo[n]; ok {
+		return c
+	}
+	count := 1
+	for _, c := range n.Content {
+		count = min(count+expanded(c, memo), maxExpanded+1)
+	}
+	memo[n] = count
+	return count
 }
 
 // resolve follows aliases to the node they name.
