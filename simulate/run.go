@@ -100,7 +100,7 @@ func Run(ctx context.Context, cfg RunConfig, inputs []Input) (*report.Report, er
 	rep.UnseenFields = unseenFields(readers)
 	for i, in := range inputs {
 		rep.Logs = append(rep.Logs, in.Name)
-		if len(inputs) > 1 && readers[i].Line() == 0 {
+		if len(inputs) > 1 && readers[i].Records() == 0 {
 			rep.EmptyLogs = append(rep.EmptyLogs, in.Name)
 		}
 	}

@@ -629,17 +629,19 @@ func TestGapSweeps(t *testing.T) {
 	}
 }
 
-// TestRunEmptyLog: a log that holds no line, among others, is named in the report and warned
-// about; an empty rotation among full logs passed without a word.
+// TestRunEmptyLog: a log that holds no record, among others, is named in the report and warned
+// about; an empty rotation among full logs passed without a word. Blank lines, or a CSV log's
+// header row alone, are no record.
 func TestRunEmptyLog(t *testing.T) {
 	log := `{"start_time":"2024-05-01T12:00:00.000Z","path":"/a"}` + "\n"
 	r, err := Run(context.Background(), RunConfig{Sim: Config{Model: testModel()}},
-		[]Input{{Name: "empty.json", R: strings.NewReader("")}, {Name: "full.json", R: strings.NewReader(log)}})
+		[]Input{{Name: "empty.json", R: strings.NewReader("")}, {Name: "full.json", R: strings.NewReader(log)},
+			{Name: "blank.json", R: strings.NewReader("\n  \r\n\n")}, {Name: "header.csv", R: strings.NewReader("\nstart_time,path\n\n")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(r.EmptyLogs) != "[empty.json]" {
-		t.Errorf("empty logs: got %v, want [empty.json]", r.EmptyLogs)
+	if fmt.Sprint(r.EmptyLogs) != "[empty.json blank.json header.csv]" {
+		t.Errorf("empty logs: got %v, want [empty.json blank.json header.csv]", r.EmptyLogs)
 	}
 	if ws := report.Warnings(r); !slices.Contains(ws, "The log empty.json held no lines.") {
 		t.Errorf("warnings: %q, want the empty log named", ws)

@@ -87,8 +87,10 @@ var bufferSize = 256 << 10
 type Reader struct {
 	name string
 	br   *bufio.Reader
-	line int64
-	buf  []byte // a long line spanning several buffer fills
+	line int64 // lines read
+	// records are the lines ReadRaw returned: not blank, not a CSV header (Records).
+	records int64
+	buf     []byte // a long line spanning several buffer fills
 	// ahead decompresses a gzip log on a goroutine of its own; nil if the log is not gzip.
 	ahead  *readAhead
 	closed atomic.Bool
@@ -282,11 +284,13 @@ func (r *Reader) readRaw(arena *[]byte) (string, int64, error) {
 		r.line++
 		line = trimEOL(line) // the limit is on the line, not its end
 		if len(line) > maxLine {
+			r.records++
 			return "", r.line, lineError(r.name, r.line, errLongLine, unsafe.String(unsafe.SliceData(line), len(line)))
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
+		r.records++
 		if arena == nil {
 			return string(line), r.line, nil
 		}
@@ -338,6 +342,10 @@ func (r *Reader) readCSVHeader(c *csvState, m Mapping) error {
 
 // Line is the number of lines read so far.
 func (r *Reader) Line() int64 { return r.line }
+
+// Records is the number of lines ReadRaw returned so far, parsed or too long: the lines read
+// that are neither blank nor a CSV log's header row.
+func (r *Reader) Records() int64 { return r.records }
 
 // lineError is the error of line number num of the log named file; line is the line with or
 // without its newline.

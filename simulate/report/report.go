@@ -18,7 +18,7 @@
 //	  "first_reordered": "a.log:17",     // the first of them, when there are any
 //	  "assign_missing": 0,               // records without the field of --assign hash: or field:
 //	  "unseen_fields": ["x-tenant-id=tenantt"], // --field mappings whose key no record had
-//	  "empty_logs": ["b.json"],                 // logs of several that held no line; absent when none
+//	  "empty_logs": ["b.json"],                 // logs of several that held no record; absent when none
 //	  "denied_keys_dropped": 0,          // denied keys forgotten to bound memory (omitted when 0)
 //	  "nat_untracked": 0,                // user sightings behind untracked addresses (omitted when 0)
 //	  "start_ms": 1714564800000, "end_ms": 1714565400000,
@@ -99,8 +99,9 @@ type Report struct {
 	// UnseenFields are the --field mappings (NAME=KEY) whose KEY no record of any log had: a
 	// misspelt key leaves its field empty in every record.
 	UnseenFields []string `json:"unseen_fields"`
-	// EmptyLogs are the logs, of several, that held no line: an empty rotation among full ones
-	// would otherwise pass unseen (a run whose every log is empty is an error).
+	// EmptyLogs are the logs, of several, that held no record (no line but blank ones and a CSV
+	// header): an empty rotation among full ones would otherwise pass unseen (a run whose every
+	// log is empty is an error).
 	EmptyLogs []string `json:"empty_logs,omitempty"`
 	// DeniedKeysDropped counts denied keys whose statistics the replay forgot, the fewest
 	// denied first, to keep its memory bounded: top_denied and nat_collateral leave them out.
