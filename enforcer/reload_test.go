@@ -213,6 +213,50 @@ func TestReloadKeepsSoftMeters(t *testing.T) {
 	}
 }
 
+// TestOverrideSoftNotice: a limit override on a soft rule warns as the rule's own limit does,
+// with the date enforcement begins (it said no date was set), and its over-quota meter survives
+// a reload of another rule (it restarted at 0).
+func TestOverrideSoftNotice(t *testing.T) {
+	m := testModel()
+	m.Domains[0].Rules[2].Stage.Since = "2026-12-01" // "soft"
+	m.Domains[0].Governance.SoftDwellMs = 7 * 86_400_000
+	in := spawn(t, m, nil)
+	warning := func(override bool) string {
+		req := request("edge", []string{"stage=soft", "user=o"})
+		if override {
+			req.Descriptors[0].Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE}
+		}
+		resp, err := in.client.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return header(resp, HeaderWarning)
+	}
+	over := func(w string) int {
+		_, rest, _ := strings.Cut(w, ";over=")
+		n, _, _ := strings.Cut(rest, ";")
+		v, _ := strconv.Atoi(n)
+		return v
+	}
+	var own, overridden string
+	for range 6 {
+		own, overridden = warning(false), warning(true)
+	}
+	const notice = `;enforce="2026-12-08";msg=`
+	if !strings.Contains(own, notice) || !strings.Contains(overridden, notice) || !strings.Contains(overridden, "enforcement begins 2026-12-08") {
+		t.Errorf("RateLimit-Warning of the rule's limit %q and of an override %q: want both to name the day enforcement begins", own, overridden)
+	}
+	before := over(overridden)
+	m.Domains[0].Rules = append(m.Domains[0].Rules, testRule("added", 5, policy.Stage{Name: policy.StageEnforce}, policy.FailClosed))
+	writeSnapshot(t, in.path, m)
+	if err := in.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if after := over(warning(true)); before == 0 || after < before {
+		t.Errorf("an override's over= before a reload %d, after %d: want it not to fall", before, after)
+	}
+}
+
 // TestJournalKeepsPrevious: an enforcer started on the path of an earlier run's journal keeps
 // that journal as FILE.prev: after a crash, a supervisor's restart must not wipe what an
 // operator replays.

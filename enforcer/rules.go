@@ -79,8 +79,8 @@ func compile(m *policy.Model, version, instance string, mx *metrics, ls *leasing
 
 // keepMeters gives rc's soft-stage over-quota meters the counts of prev's (the config serving
 // before rc), for each limit of a rule of the same domain and name with the same requests and
-// window: a reload of another rule must not reset them (RateLimit-Warning's over= may run high,
-// never low). prev may be nil.
+// window, and for each limit override the rule has answered: a reload of another rule must not
+// reset them (RateLimit-Warning's over= may run high, never low). prev may be nil.
 func (rc *runtimeConfig) keepMeters(prev *runtimeConfig) {
 	if prev == nil {
 		return
@@ -104,6 +104,15 @@ func (rc *runtimeConfig) keepMeters(prev *runtimeConfig) {
 					v.over = o.views[i].over
 				}
 			}
+			// The overrides the rule has seen keep their meters too, in forms built now for the
+			// new rule (the old forms' limits and views are the old rule's).
+			o.overrides.Range(func(id, f any) bool {
+				nf := rs.newOverrideForm(id.([2]int64))
+				nf.views[0].over = f.(*overrideForm).views[0].over
+				rs.overrides.Store(id, nf)
+				rs.nOverrides.Add(1)
+				return true
+			})
 		}
 	}
 }

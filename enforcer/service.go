@@ -274,11 +274,7 @@ func (rs *ruleState) override(o *commonv3.RateLimitDescriptor_RateLimitOverride)
 		f := f.(*overrideForm)
 		return f.limits, f.views
 	}
-	f := &overrideForm{
-		limits: rs.plan.Override(id[0], ms),
-		// The view shows the override as given, as a rule's shows its limit before sub-sharding.
-		views: []*limitView{newLimitView(rs.name, id[0], ms)},
-	}
+	f := rs.newOverrideForm(id)
 	if rs.nOverrides.Load() < maxOverrideForms {
 		if g, loaded := rs.overrides.LoadOrStore(id, f); loaded {
 			f = g.(*overrideForm)
@@ -287,6 +283,15 @@ func (rs *ruleState) override(o *commonv3.RateLimitDescriptor_RateLimitOverride)
 		}
 	}
 	return f.limits, f.views
+}
+
+// newOverrideForm builds the form of the override of id[0] requests per id[1] ms. Its view says
+// what the rule's own views say of enforcement in the soft stage.
+func (rs *ruleState) newOverrideForm(id [2]int64) *overrideForm {
+	// The view shows the override as given, as a rule's shows its limit before sub-sharding.
+	v := newLimitView(rs.name, id[0], id[1])
+	v.warnEnforce, v.warnTail = rs.views[0].warnEnforce, rs.views[0].warnTail
+	return &overrideForm{limits: rs.plan.Override(id[0], id[1]), views: []*limitView{v}}
 }
 
 // overrideWindowMs converts an override's unit and multiplier to milliseconds. It reports false
