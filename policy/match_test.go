@@ -218,6 +218,14 @@ func TestValidate(t *testing.T) {
 			d.Rules = append(d.Rules, &deeper)
 		}, "", "rule deeper matches ip below rule r, which uses it to pick a sub-shard", at(7)},
 		{"zero window", func(d *Domain) { d.Rules[0].Limits[0].WindowMs = 0 }, "", "window 0ms is out of range", Pos{}},
+		// The engine charges the first limit's cost to every limit: 50 against 10 a second
+		// rejected every request while lint passed it.
+		{"costs that differ", func(d *Domain) {
+			l := d.Rules[0].Limits[0]
+			l.Cost, d.Rules[0].Limits[0].Cost = 1, 50
+			l.Pos = at(5)
+			d.Rules[0].Limits = append(d.Rules[0].Limits, l)
+		}, "", "limits.1.cost: cost 1 differs from the first limit's 50", at(5)},
 		{"negative store timeout", func(d *Domain) { d.Rules[0].StoreTimeoutMs = -1 }, "", "store timeout -1ms must not be negative", Pos{}},
 		{"negative lease ttl", func(d *Domain) { d.Rules[0].Lease.TTLMs = -1 }, "", "ttl -1ms must not be negative", Pos{}},
 		// Zero timings are the engine's defaults (and the enforcer's own store timeout).

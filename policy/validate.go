@@ -175,6 +175,12 @@ func (v *validator) rule(d *Domain, r *Rule, rp string, at []Pos) {
 		if l.WindowMs < 1 || l.WindowMs > MaxWindowMs {
 			v.add("", lp+".window", lat, "window %dms is out of range: want 1ms to 365d", l.WindowMs)
 		}
+		if i > 0 && l.Cost != r.Limits[0].Cost && l.Cost >= 1 && r.Limits[0].Cost >= 1 {
+			// The engine takes one cost from every limit of a rule (the first limit's): a
+			// different cost here would be ignored, and checked against the wrong capacity.
+			v.add("", lp+".cost", lat, "cost %d differs from the first limit's %d: a request spends the same cost from every limit of its rule, so give each limit the same cost",
+				l.Cost, r.Limits[0].Cost)
+		}
 		switch l.Algorithm {
 		case TokenBucket, SlidingWindow, FixedWindow:
 		default:
