@@ -163,10 +163,20 @@ func actionsFor(d *policy.Domain, findings *[]Finding) (*domainActions, error) {
 				return nil, err
 			}
 			levelSets = append(levelSets, levels)
-			if others := openShapes[strings.Join(s.keys, "\x00")]; mode == policy.FailClosed && len(others) > 0 {
+			others := openShapes[strings.Join(s.keys, "\x00")]
+			switch {
+			case mode != policy.FailClosed:
+			case len(others) > 0:
 				*findings = append(*findings, Finding{Severity: Approximation, Domain: d.Name, Rule: s.rules[0].Name, Pos: s.rules[0].Pos,
 					Message: fmt.Sprintf("fail-closed rules %s share the descriptor shape [%s] with fail-open rules %s and cannot be told apart by header matches (a level is not an exact header value): while the sidecar is unreachable, Envoy denies those fail-open rules' requests too",
 						ruleNames(s.rules), strings.Join(s.keys, ", "), ruleNames(others))})
+			case !coversShape(s.rules):
+				// The unguarded actions produce the shape's descriptor for every value of its
+				// levels, and the fail-closed filter is called for each: no rule matching every
+				// value, the filter denies requests that no fail-closed rule covers.
+				*findings = append(*findings, Finding{Severity: Approximation, Domain: d.Name, Rule: s.rules[0].Name, Pos: s.rules[0].Pos,
+					Message: fmt.Sprintf("fail-closed rules %s cannot be guarded by header matches (a level is a wildcard, or not an exact header value): Envoy's fail-closed filter calls the sidecar for every request with [%s], so while the sidecar is unreachable it denies requests that no fail-closed rule covers",
+						ruleNames(s.rules), strings.Join(s.keys, ", "))})
 			}
 		}
 		for _, levels := range levelSets {
@@ -237,6 +247,17 @@ func allGuardable(d *policy.Domain, rules []*policy.Rule) bool {
 		}
 	}
 	return true
+}
+
+// coversShape reports whether one of rules matches every value of each of its levels (no
+// match entry but key-only ones), so that it covers every descriptor of its shape.
+func coversShape(rules []*policy.Rule) bool {
+	for _, r := range rules {
+		if !slices.ContainsFunc(r.Match, func(m policy.Match) bool { return m.Kind != policy.MatchAny }) {
+			return true
+		}
+	}
+	return false
 }
 
 // levels returns, for each descriptor key, the alternative actions that produce its entry. Every

@@ -564,3 +564,25 @@ func TestFormatterLiteralsEveryDomain(t *testing.T) {
 		t.Errorf("no finding of domain b's literal \"50%%\" among %+v", res.Findings)
 	}
 }
+
+// TestUnguardedFailClosed: a fail-closed rule that header matches cannot guard (a wildcard, or
+// an exact value of a source other than a header) has its filter called for every request with
+// its keys, which Envoy denies while the sidecar is unreachable: an approximation, so --strict
+// refuses it. It was reported only when a fail-open rule shared the rule's keys: a payments
+// wildcard on :path made every request depend on the sidecar, without a word. A fail-closed rule
+// that matches every value of its keys covers whatever its filter is called for.
+func TestUnguardedFailClosed(t *testing.T) {
+	res, err := envoyTarget.Render(loadModel(t, "testdata/envoy/unguarded"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range res.Findings {
+		if f.Severity == Approximation && strings.Contains(f.Message, "cannot be guarded by header matches") {
+			got = append(got, f.Domain+"/"+f.Rule)
+		}
+	}
+	if fmt.Sprint(got) != "[a/payments b/office]" {
+		t.Errorf("unguarded fail-closed rules reported: %v, want [a/payments b/office]", got)
+	}
+}
