@@ -56,8 +56,17 @@ func PlanRule(domain string, r *policy.Rule) (*RulePlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	defaultFallback := DefaultFallbackLimits(r, limits)
+	for i, l := range defaultFallback {
+		if r.FailureMode == policy.FailClosed || fallback != nil {
+			break // a default it never uses
+		}
+		if err := l.Validate(); err != nil {
+			return nil, fmt.Errorf("limit %d, the default fallback's share of %d gateways: %w", i, r.Gateways, err)
+		}
+	}
 	return &RulePlan{
-		Domain: domain, Rule: r, Limits: limits, Fallback: fallback, DefaultFallback: DefaultFallbackLimits(r, limits),
+		Domain: domain, Rule: r, Limits: limits, Fallback: fallback, DefaultFallback: defaultFallback,
 		Shards: ruleShards(r),
 		Cost:   max(r.Limits[0].Cost, 1), FailClosed: r.FailureMode == policy.FailClosed,
 		Lease: LeaseSettings(r.Lease), keyPrefix: AppendKey(nil, domain, r.Name), matchKeys: matchKeyParts(r),
@@ -127,7 +136,18 @@ func RuleLimits(r *policy.Rule) ([]Limit, error) {
 		}
 		out[i] = el
 	}
-	return Shard(out, int64(ruleShards(r))), nil
+	shards := ruleShards(r)
+	if shards < 2 {
+		return out, nil
+	}
+	out = Shard(out, int64(shards))
+	for i, l := range out {
+		// A shard's share has other figures, and so another exact range (a gcd that changes).
+		if err := l.Validate(); err != nil {
+			return nil, fmt.Errorf("limit %d, each of %d sub-shards: %w", i, shards, err)
+		}
+	}
+	return out, nil
 }
 
 // FallbackLimits returns the local token bucket that caps fail-open rule r while its store is

@@ -27,7 +27,11 @@ func limitName(r *policy.Rule, i int) string {
 // check only explains them with the rule's figures.
 func checkExactRange(_ *policy.Domain, r *policy.Rule, e *emitter) {
 	for _, x := range inexactLimits(r) {
-		e.at(x.pos, r, "%s: %s", x.name, x.reason)
+		name := x.name
+		if x.share != "" {
+			name += ", " + x.share
+		}
+		e.at(x.pos, r, "%s: %s", name, x.reason)
 	}
 }
 
@@ -41,8 +45,12 @@ func EngineProblems(m *policy.Model) policy.Problems {
 	for _, d := range m.Domains {
 		for _, r := range d.Rules {
 			for _, x := range inexactLimits(r) {
+				msg := x.reason
+				if x.share != "" {
+					msg = x.share + ": " + msg
+				}
 				p := policy.Problem{Pos: x.pos, Path: policy.Path("domains", d.Name, "rules", r.Name) + "." + x.field,
-					Message: x.reason, Check: "exact-range"}
+					Message: msg, Check: "exact-range"}
 				if p.Pos.File == "" {
 					p.Pos = r.Pos
 				}
@@ -59,6 +67,7 @@ type inexact struct {
 	pos    policy.Pos // unknown for the fallback bucket
 	field  string     // its path below the rule: limits.0 or failure.fallback
 	name   string     // how messages name it: limit, limit 2 or fallback
+	share  string     // the share of it that is refused, when not all of it
 	reason string     // inexactReason
 }
 
@@ -73,6 +82,37 @@ func inexactLimits(r *policy.Rule) []inexact {
 		}
 		if el, err := engine.LimitOf(l); err != nil {
 			out = append(out, inexact{pos: l.Pos, field: "limits." + strconv.Itoa(i), name: limitName(r, i), reason: inexactReason(el)})
+		}
+	}
+	if len(out) > 0 {
+		return out // the shares below are of limits already out of range
+	}
+	// A sub-shard's share of a limit, and a gateway's share as the default fallback, have
+	// figures of their own, and so exact ranges of their own (engine.RuleLimits,
+	// engine.PlanRule).
+	shares := make([]engine.Limit, 0, len(r.Limits))
+	for _, l := range r.Limits {
+		el, err := engine.LimitOf(l)
+		if err != nil {
+			return out // an unknown algorithm: the model's own validation reports it
+		}
+		shares = append(shares, el)
+	}
+	if ss := r.SubShards; ss != nil && ss.Count >= 2 {
+		shares = engine.Shard(shares, int64(ss.Count))
+		for i, l := range shares {
+			if !l.ExactRangeOK() {
+				out = append(out, inexact{pos: r.Limits[i].Pos, field: "limits." + strconv.Itoa(i),
+					name: limitName(r, i), share: fmt.Sprintf("each of %d sub_shards (%d per %dms)", ss.Count, l.Requests, l.Window), reason: inexactReason(l)})
+			}
+		}
+	}
+	if len(out) == 0 && r.Gateways >= 2 && r.FailureMode != policy.FailClosed && r.Fallback == nil {
+		for i, l := range engine.DefaultFallbackLimits(r, shares) {
+			if !l.ExactRangeOK() {
+				out = append(out, inexact{pos: r.Limits[i].Pos, field: "gateways",
+					name: limitName(r, i), share: fmt.Sprintf("the default fallback's share of %d gateways (%d per %dms)", r.Gateways, l.Requests, l.Window), reason: inexactReason(l)})
+			}
 		}
 	}
 	if fb, err := engine.FallbackLimits(r); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/finding"
 	"github.com/rlctl/rlctl/internal/golden"
 	"github.com/rlctl/rlctl/schema"
@@ -120,7 +121,8 @@ domains: edge: {
 }
 
 // TestEngineProblems: what render refuses (EngineProblems) is what lint reports as RL004, at the
-// same positions, and nothing in a clean repository.
+// same positions, and nothing in a clean repository; and a rule has such a problem exactly when
+// the engine refuses to plan it (a sub-shard's or a gateway's share out of range included).
 func TestEngineProblems(t *testing.T) {
 	m, err := schema.Load("testdata/bad/RL004-exact-range")
 	if err != nil {
@@ -132,11 +134,20 @@ func TestEngineProblems(t *testing.T) {
 			want = append(want, f.Pos.String())
 		}
 	}
-	var got []string
+	var got, paths []string
 	for _, p := range EngineProblems(m) {
 		got = append(got, p.Pos.String())
-		if p.Check != "exact-range" || p.Path != "domains.edge.rules.yearly.limits.0" {
-			t.Errorf("got check %q path %q, want exact-range domains.edge.rules.yearly.limits.0", p.Check, p.Path)
+		paths = append(paths, p.Check+" "+p.Path)
+	}
+	if want := "[exact-range domains.edge.rules.yearly.limits.0 exact-range domains.edge.rules.sharded.limits.0 exact-range domains.edge.rules.gatewayed.gateways]"; fmt.Sprint(paths) != want {
+		t.Errorf("got problems %v, want %v", paths, want)
+	}
+	for _, d := range m.Domains {
+		for _, r := range d.Rules {
+			_, err := engine.PlanRule(d.Name, r)
+			if refused := len(inexactLimits(r)) > 0; refused != (err != nil) {
+				t.Errorf("rule %s: lint refuses it: %v; the engine's plan: %v", r.Name, refused, err)
+			}
 		}
 	}
 	if len(want) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {

@@ -85,6 +85,11 @@ number is a double: integers are exact only up to 2^53−1. A token bucket store
 Go and Lua would disagree and limits would drift. The bound is engine.MaxExact, checked by
 engine.Limit.Validate.
 
+The engine enforces shares of a limit too, each with figures of its own and so a range of its
+own: each sub-shard's (requests / sub_shards count), and, for a fail-open rule without a
+failure.fallback, each gateway's as the default fallback (requests / gateways). 1,000,000,000 a
+day is in range; a seventh of it, 142,857,142 a day, is not, as g falls from 86,400,000 to 2.
+
 Fix: use a shorter window or a smaller burst, or pick requests and window with a large common
 divisor.
 
