@@ -38,6 +38,9 @@ func TestLoadBad(t *testing.T) {
 		{"waterfall_order", "identity tier jwt_subject is out of order", "policy.cue:4", ""},
 		{"missing_limits", "domains.d.rules.r: limits is required", "policy.cue:5", ""},
 		{"claim_colon", "a jwt_subject claim must not contain ':'", "policy.cue:4", ""},
+		{"claim_paren", "a jwt_subject claim must not contain ':' or ')'", "policy.cue:4", ""},
+		// A path without its '/' never matched, and turned the critical-path checks off.
+		{"critical_path", "a critical path must start with '/'", "policy.cue:5", ""},
 		{"tier_header", `header must be a header name such as "x-api-key"`, "policy.cue:4", ""},
 	}
 	for _, tt := range tests {
