@@ -171,7 +171,8 @@ type Source struct {
 	Mask Mask `json:"mask,omitempty"`
 	// Value is the descriptor value of SourceGenericKey and SourcePathMatch.
 	Value string `json:"value,omitempty"`
-	// PathExact and PathPrefix select requests for SourcePathMatch; one is set.
+	// PathExact and PathPrefix select requests for SourcePathMatch; one is set. PathExact is
+	// the path whatever its query string.
 	PathExact  string `json:"path_exact,omitempty"`
 	PathPrefix string `json:"path_prefix,omitempty"`
 	// Waterfall lists the identity tiers in the order they are tried (SourceIdentity).

@@ -107,7 +107,7 @@ func (s *Source) value(req *Request, addr *addrForms) (string, bool) {
 	case SourceGenericKey:
 		return s.Value, true
 	case SourcePathMatch:
-		if (s.PathExact != "" && req.Path == s.PathExact) ||
+		if (s.PathExact != "" && pathIs(req.Path, s.PathExact)) ||
 			(s.PathPrefix != "" && strings.HasPrefix(req.Path, s.PathPrefix)) {
 			return s.Value, true
 		}
@@ -352,4 +352,11 @@ func parseRemoteAddr(addr string) (netip.Addr, bool) {
 		ip = ap.Addr()
 	}
 	return ip.Unmap().WithZone(""), true
+}
+
+// pathIs reports whether the request path p (":path", with its query) is the path exact with
+// any query or none: a caller must not skip a path_match source by adding "?" to the path.
+func pathIs(p, exact string) bool {
+	rest, ok := strings.CutPrefix(p, exact)
+	return ok && (rest == "" || rest[0] == '?')
 }

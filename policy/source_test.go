@@ -48,6 +48,10 @@ func TestSourceEntry(t *testing.T) {
 		{&Source{Kind: SourceGenericKey, Value: "global"}, Request{}, "global", true},
 		{&Source{Kind: SourcePathMatch, Value: "pay", PathPrefix: "/v1/payments/"}, Request{Path: "/v1/payments/charge"}, "pay", true},
 		{&Source{Kind: SourcePathMatch, Value: "pay", PathExact: "/v1/payments"}, Request{Path: "/v1/payments/charge"}, "", false},
+		// An exact path with a query string is the path: "?" must not skip the source.
+		{&Source{Kind: SourcePathMatch, Value: "pay", PathExact: "/v1/payments"}, Request{Path: "/v1/payments?x=1"}, "pay", true},
+		{&Source{Kind: SourcePathMatch, Value: "pay", PathExact: "/v1/payments"}, Request{Path: "/v1/payments?"}, "pay", true},
+		{&Source{Kind: SourcePathMatch, Value: "pay", PathExact: "/v1/payments"}, Request{Path: "/v1/paymentsx?x=1"}, "", false},
 		{identity, Request{Claims: map[string]string{"sub": "u1"}, Headers: map[string]string{"x-api-key": "k"}}, "jwt_subject:u1", true},
 		{identity, Request{Headers: map[string]string{"x-api-key": "k", "x-ja4": "t13d"}}, "api_key:k", true},
 		{identity, Request{Headers: map[string]string{"x-ja4": "t13d"}, RemoteAddr: "198.51.100.9"}, "tls_fingerprint:t13d", true},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -310,7 +311,9 @@ func (da *domainActions) sourceActions(src *policy.Source) ([]*routev3.RateLimit
 	case policy.SourcePathMatch:
 		m := &routev3.HeaderMatcher{Name: ":path"}
 		if src.PathExact != "" {
-			m.HeaderMatchSpecifier = stringMatch(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: src.PathExact}})
+			// :path holds the query string: the path alone, or followed by '?' and anything.
+			m.HeaderMatchSpecifier = stringMatch(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{
+				SafeRegex: &matcherv3.RegexMatcher{Regex: regexp.QuoteMeta(src.PathExact) + `(\?.*)?`}}})
 		} else {
 			m.HeaderMatchSpecifier = stringMatch(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: src.PathPrefix}})
 		}
