@@ -79,6 +79,9 @@ func renderEnvoy(m *policy.Model, o Options) (Result, error) {
 			ed.actions.checkLiterals(ed.d, &res.Findings)
 		}
 	}
+	for _, ed := range doms {
+		res.Findings = append(res.Findings, ed.assumptions(eo.Bootstrap)...)
+	}
 	if eo.Bootstrap {
 		b, err := bootstrap(doms, cluster)
 		if err != nil {
@@ -103,7 +106,6 @@ func renderEnvoy(m *policy.Model, o Options) (Result, error) {
 		res.Files = append(res.Files,
 			File{Name: ed.d.Name + ".http_filters." + o.Format, Data: filters},
 			File{Name: ed.d.Name + ".virtual_host." + o.Format, Data: vh})
-		res.Findings = append(res.Findings, ed.assumptions()...)
 	}
 	data, err := marshal(cluster, o.Format)
 	if err != nil {
@@ -155,13 +157,16 @@ func (ed *envoyDomain) virtualHost() *routev3.VirtualHost {
 }
 
 // assumptions are what the fragments take for granted of the rest of the user's Envoy
-// configuration (the bootstrap renders each of them).
-func (ed *envoyDomain) assumptions() []Finding {
+// configuration. The bootstrap satisfies only the runtime flag, which its static layer sets, so
+// forBootstrap leaves that one out. The rest it does not provide: its jwt_authn provider is a
+// placeholder that verifies no token, nothing sets or strips the fingerprint header, and
+// use_remote_address trusts the peer, which is the client only when Envoy is the edge.
+func (ed *envoyDomain) assumptions(forBootstrap bool) []Finding {
 	var out []Finding
 	add := func(format string, args ...any) {
 		out = append(out, Finding{Severity: Assumption, Domain: ed.d.Name, Pos: ed.d.Pos, Message: fmt.Sprintf(format, args...)})
 	}
-	if ed.actions.formatter {
+	if ed.actions.formatter && !forBootstrap {
 		add("the identity waterfall's entries format their values: set the runtime flag %s to true", FormatterRuntimeFlag)
 	}
 	for _, s := range ed.d.Sources {
