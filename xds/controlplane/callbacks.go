@@ -62,7 +62,7 @@ func (s *Server) callbacks() xdsserver.Callbacks {
 			return nil
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, req *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
-			s.mx.pushes.WithLabelValues(resp.GetTypeUrl()).Inc()
+			s.mx.pushes.WithLabelValues(typeLabel(resp.GetTypeUrl())).Inc()
 			st.mu.Lock()
 			if st.last[id] == nil {
 				st.last[id] = map[string]sent{}
