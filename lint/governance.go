@@ -163,10 +163,14 @@ func checkEnterAtShadow(c *domainChange, e *emitter) {
 	}
 }
 
-// tightened says how r's limits got tighter than base's: a limit whose rate (requests per
-// window) or capacity (burst) is lower, or a limit base did not have. Limits are compared by
-// position.
+// tightened says how r got tighter than base: a match that selects requests base's did not (they
+// meet a limit they had not), a limit whose rate (requests per window) or capacity (burst) is
+// lower, a limit base did not have, a higher cost, or more sub-shards (a key whose traffic comes
+// from one attribute value gets a smaller share). Limits are compared by position.
 func tightened(base, r *policy.Rule) (string, bool) {
+	if !within(r.Match, base.Match) {
+		return fmt.Sprintf("matches %s, which selects requests the base's %s did not", matchList(r.Match), matchList(base.Match)), true
+	}
 	for i, l := range r.Limits {
 		if i >= len(base.Limits) {
 			return fmt.Sprintf("has a new %s %s", limitName(r, i), rateString(l.Requests, l.WindowMs)), true
@@ -183,7 +187,57 @@ func tightened(base, r *policy.Rule) (string, bool) {
 			return fmt.Sprintf("%s burst tightened from %d to %d", limitName(r, i), b.Burst, l.Burst), true
 		}
 	}
+	if len(r.Limits) > 0 && len(base.Limits) > 0 && r.Limits[0].Cost > base.Limits[0].Cost {
+		return fmt.Sprintf("cost raised from %d to %d", base.Limits[0].Cost, r.Limits[0].Cost), true
+	}
+	if s, bs := subShards(r), subShards(base); s > bs {
+		return fmt.Sprintf("sub_shards raised from %d to %d (a key's traffic from one %s gets 1/%d of the limit)", bs, s, r.SubShards.Attribute, s), true
+	}
 	return "", false
+}
+
+// subShards is r's sub-shard count, 1 when it has none.
+func subShards(r *policy.Rule) int {
+	if r.SubShards == nil || r.SubShards.Count < 2 {
+		return 1
+	}
+	return r.SubShards.Count
+}
+
+// within reports whether every descriptor that match m selects, match base selects too: the same
+// keys level by level, each of m's values one that base's matches (a value of any, a value with a
+// wildcard's prefix, or the same exact value).
+func within(m, base []policy.Match) bool {
+	if len(m) != len(base) {
+		return false
+	}
+	for i, x := range m {
+		b := base[i]
+		if x.Key != b.Key {
+			return false
+		}
+		switch b.Kind {
+		case policy.MatchAny:
+		case policy.MatchWildcard:
+			if x.Kind == policy.MatchAny || !strings.HasPrefix(wildcardPrefix(x), wildcardPrefix(b)) {
+				return false
+			}
+		default:
+			if x.Kind != policy.MatchExact || x.Value != b.Value {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// matchList formats a rule's match as its entries, such as [tenant="acme", path].
+func matchList(m []policy.Match) string {
+	parts := make([]string, len(m))
+	for i, x := range m {
+		parts[i] = x.String()
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // percentChange formats (lhs−rhs)/rhs as a whole percentage rounded toward zero, such as "−25%".

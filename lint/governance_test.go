@@ -127,6 +127,19 @@ func TestGovernance(t *testing.T) {
 			r.Limits = append(r.Limits, policy.Limit{Requests: 1000000, WindowMs: 86_400_000, Burst: 1000000, Algorithm: policy.TokenBucket, Cost: 1})
 		}, []want{{"RL020", "has a new limit 2 1000000/1d"}}},
 		{"tightened in shadow", nil, func(m *policy.Model) { rule(m, "acme").Limits[0].Requests = 100 }, nil},
+		// A rule that selects more requests, costs more or is split into more shards limits some
+		// requests harder than before: each went to enforce with no finding.
+		{"match widened", nil, func(m *policy.Model) { rule(m, "enterprise").Match[0].Value = "e*" },
+			[]want{{"RL020", `rule "enterprise": matches [tenant="e*"], which selects requests the base's [tenant="ent-*"] did not (base p.cue:20:3) and is at "enforce"`}}},
+		{"match widened to any value", nil, func(m *policy.Model) {
+			r := rule(m, "gold")
+			r.Match[0].Value, r.Match[0].Kind = "", policy.MatchAny
+		}, []want{{"RL020", `rule "gold": matches [plan, ip], which selects requests the base's [plan="gold", ip] did not`}}},
+		{"match narrowed", nil, func(m *policy.Model) { rule(m, "enterprise").Match[0].Value = "ent-gold-*" }, nil},
+		{"cost raised", nil, func(m *policy.Model) { rule(m, "tenants").Limits[0].Cost = 5 },
+			[]want{{"RL020", `rule "tenants": cost raised from 1 to 5`}}},
+		{"sub-shards added", nil, func(m *policy.Model) { rule(m, "tenants").SubShards = &policy.SubShards{Count: 4, Attribute: "ip"} },
+			[]want{{"RL020", `rule "tenants": sub_shards raised from 1 to 4 (a key's traffic from one ip gets 1/4 of the limit)`}}},
 
 		{"one step", nil, func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-20") }, nil},
 		{"two steps", nil, func(m *policy.Model) {
