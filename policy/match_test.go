@@ -233,6 +233,13 @@ func TestValidate(t *testing.T) {
 			d.Rules[0].StoreTimeoutMs, d.Rules[0].Lease = 0, Lease{}
 		}, "", "", Pos{}},
 		{"wildcard kind without a star", func(d *Domain) { d.Rules[0].Match[0].Kind = MatchWildcard }, "", `kind "wildcard"`, Pos{}},
+		// Render read the first source's payload for the identity waterfall and the bootstrap,
+		// so the second source never had a value in Envoy, while the model read both from one.
+		{"two JWT payloads", func(d *Domain) {
+			d.Sources = append(d.Sources,
+				&Source{Key: "plan", Kind: SourceJWTClaim, Claim: "plan", MetadataNamespace: "envoy.filters.http.jwt_authn", MetadataKey: "jwt_payload"},
+				&Source{Key: "org", Kind: SourceJWTClaim, Claim: "org", MetadataNamespace: "envoy.filters.http.jwt_authn", MetadataKey: "other", Pos: at(7)})
+		}, "", `source "org" reads the JWT payload at envoy.filters.http.jwt_authn/other, and source "plan" at envoy.filters.http.jwt_authn/jwt_payload`, at(7)},
 		{"quoted labels", func(d *Domain) {
 			d.Name = "a.b"
 			d.Rules[0].Name = "tier-1"

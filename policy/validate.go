@@ -113,7 +113,19 @@ func (v *validator) domain(d *Domain) {
 	}
 	v.rollout(dp+".rollout", d)
 	keys := map[string]bool{}
+	var jwt *Source // the first jwt_claim source
 	for _, s := range d.Sources {
+		if s.Kind == SourceJWTClaim {
+			// The model holds one JWT payload per request, and the identity waterfall's
+			// jwt_subject tier reads the first source's.
+			if jwt == nil {
+				jwt = s
+			} else if s.MetadataNamespace != jwt.MetadataNamespace || s.MetadataKey != jwt.MetadataKey {
+				v.add("", Path("domains", d.Name, "sources", s.Key), []Pos{s.Pos, d.Pos},
+					"source %q reads the JWT payload at %s/%s, and source %q at %s/%s: the jwt_claim sources of a domain read one payload, so give them the same metadata_namespace and metadata_key",
+					s.Key, s.MetadataNamespace, s.MetadataKey, jwt.Key, jwt.MetadataNamespace, jwt.MetadataKey)
+			}
+		}
 		if keys[s.Key] {
 			v.add("", Path("domains", d.Name, "sources", s.Key), []Pos{s.Pos, d.Pos}, "source %q is declared twice", s.Key)
 		}
