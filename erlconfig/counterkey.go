@@ -208,12 +208,24 @@ func counterClashes(lists [][]policy.Match) []clash {
 // counterWhy is why a clash matters, for the notes of render and import.
 const counterWhy = "ERL joins a descriptor's keys and values with '_' into its Redis key and does not escape values, so a client that chooses such a value spends the other's counter"
 
-// counterClashes notes each rule of rules whose descriptors ERL can count in another
-// descriptor's Redis key: another rule's, or another of its own.
-func (n *notes) counterClashes(rules []*policy.Rule) {
+// counterClashes notes each rule of rules, of domain d, whose descriptors ERL can count in
+// another descriptor's Redis key: another rule's, or another of its own. An entry whose source
+// gives one value (generic_key, path_match) is that value, not one the client chooses.
+func (n *notes) counterClashes(d *policy.Domain, rules []*policy.Rule) {
 	lists := make([][]policy.Match, len(rules))
 	for i, r := range rules {
-		lists[i] = r.Match
+		ms := r.Match
+		for j, m := range r.Match {
+			src := d.Source(m.Key)
+			if m.Kind != policy.MatchAny || src == nil || (src.Kind != policy.SourceGenericKey && src.Kind != policy.SourcePathMatch) {
+				continue
+			}
+			if &ms[0] == &r.Match[0] {
+				ms = slices.Clone(r.Match) // the rule's own stays as it is
+			}
+			ms[j].Value, ms[j].Kind = src.Value, policy.MatchExact
+		}
+		lists[i] = ms
 	}
 	for _, c := range counterClashes(lists) {
 		ri, rj := rules[c.i], rules[c.j]

@@ -70,3 +70,30 @@ func TestCounterClashes(t *testing.T) {
 		}
 	}
 }
+
+// TestCounterClashesFixedValues: an entry whose source gives one value (path_match,
+// generic_key) is that value in the render's search, not one the client chooses: a tenant with
+// a path_match endpoint has one free span and no clash, while the same rule on a header of the
+// path has two. The render reported clashes that needed "a_catalog_a" as a path_match's value.
+func TestCounterClashesFixedValues(t *testing.T) {
+	count := func(pathSource *policy.Source) int {
+		d := &policy.Domain{Name: "d", Sources: []*policy.Source{
+			{Key: "tenant", Kind: policy.SourceHeader, Header: "x-tenant"}, pathSource}}
+		d.Rules = []*policy.Rule{{Name: "r", Match: []policy.Match{{Key: "tenant", Kind: policy.MatchAny}, {Key: "page", Kind: policy.MatchAny}},
+			Limits: []policy.Limit{{Requests: 1, WindowMs: 1000, Algorithm: policy.FixedWindow, Cost: 1}}, FailureMode: policy.FailOpen}}
+		_, notes := FromModel(&policy.Model{Domains: []*policy.Domain{d}})
+		n := 0
+		for _, note := range notes {
+			if strings.Contains(note.Message, "in one Redis key") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(&policy.Source{Key: "page", Kind: policy.SourcePathMatch, PathPrefix: "/catalog/", Value: "/catalog/"}); n != 0 {
+		t.Errorf("a path_match entry: %d clashes, want none", n)
+	}
+	if n := count(&policy.Source{Key: "page", Kind: policy.SourceHeader, Header: ":path"}); n != 1 {
+		t.Errorf("a header entry: %d clashes, want 1", n)
+	}
+}

@@ -122,7 +122,7 @@ func fromDomain(d *policy.Domain) (Config, []Note) {
 	}
 	descs := root.descriptors()
 	n.crossKeys(d, descs)
-	n.counterClashes(kept)
+	n.counterClashes(d, kept)
 	n.identity(d)
 	return Config{Domain: d.Name, Descriptors: descs}, n.list
 }
