@@ -99,7 +99,8 @@ func claimHeader(claim string) string {
 
 // actionsFor renders the rate_limits entries of d: for each request they produce exactly the
 // descriptors that the model's sources and rule shapes produce (simulate.Matcher's), each on the
-// stage of the failure mode of the rule it selects. See the package tests' fidelity check.
+// stage of the failure mode of the rule it selects, except that a guarded shape leaves out the
+// descriptors no rule selects. See the package tests' fidelity check.
 func actionsFor(d *policy.Domain, findings *[]Finding) (*domainActions, error) {
 	da := &domainActions{claims: map[string]bool{}, guarded: map[string]bool{}, modes: map[policy.FailureMode]bool{},
 		jwtNamespace: schema.DefaultJWTNamespace, jwtPayload: schema.DefaultJWTMetadataKey}

@@ -68,9 +68,9 @@ warm_up() {
 }
 
 declare -A args=(
-  [hot-within]="--descriptor tenant_id=bigcorp,path=/v1/orders,client_ip=198.18.0.7 --tenants 256 --tenant-key client_ip"
-  [hot-over]="--descriptor tenant_id=bigcorp,path=/v1/orders,client_ip=198.18.0.7"
-  [tenants-10k]="--descriptor tenant_id=t,path=/catalog/items --tenants 10000 --tenant-key tenant_id"
+  [hot-within]="--descriptor tenant_id=bigcorp,orders=/v1/orders,client_ip=198.18.0.7 --tenants 256 --tenant-key client_ip"
+  [hot-over]="--descriptor tenant_id=bigcorp,orders=/v1/orders,client_ip=198.18.0.7"
+  [tenants-10k]="--descriptor tenant_id=t,catalog=/catalog/ --tenants 10000 --tenant-key tenant_id"
 )
 scenarios=(hot-within hot-over tenants-10k)
 for n in $(seq "$runs"); do

@@ -42,12 +42,12 @@ fi
 
 echo "== shopify charges (200 rps, fail-closed) at full speed for 2s: most are over the limit"
 "$bin/rlctl" bench --target "$grpc" --concurrency 16 --duration 2s --domain edge_gateway_limits \
-  --descriptor tenant_id=shopify,path=/v1/payments/charge
+  --descriptor tenant_id=shopify,charge=/v1/payments/charge
 # The client address picks one of 16 sub-shards, each 1/16 of the limit (12,500 rps), so the
 # load comes from 256 addresses to spread it over all of them.
 echo "== bigcorp orders (200,000 rps over 16 sub-shards, 256 client addresses) for 2s: all admitted"
 "$bin/rlctl" bench --target "$grpc" --concurrency 16 --duration 2s --domain edge_gateway_limits \
-  --descriptor tenant_id=bigcorp,path=/v1/orders,client_ip=198.18.0.7 --tenants 256 --tenant-key client_ip
+  --descriptor tenant_id=bigcorp,orders=/v1/orders,client_ip=198.18.0.7 --tenants 256 --tenant-key client_ip
 echo "== enforcer metrics"
 get "http://$admin/metrics" | grep -E '^rate_limit_requests_total' | grep -v ' 0$' | sort
 kill -TERM $pid

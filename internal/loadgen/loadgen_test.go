@@ -209,7 +209,7 @@ func TestRunEnforcerRedis(t *testing.T) {
 	// shopify_payments allows 200/s: a closed loop of 4 workers goes over it.
 	cfg := config(e.GRPCAddr(), 4, 1, 500*time.Millisecond)
 	cfg.Domain = "edge_gateway_limits"
-	cfg.Descriptors = []Descriptor{{{"tenant_id", "shopify"}, {"path", "/v1/payments/charge"}}}
+	cfg.Descriptors = []Descriptor{{{"tenant_id", "shopify"}, {"charge", "/v1/payments/charge"}}}
 	cfg.RedisURL, cfg.PID = "redis://"+rs.Addr(), os.Getpid()
 	r := runOK(t, cfg)
 	if r.Errors != 0 || r.OK == 0 || r.OverLimit == 0 {

@@ -194,7 +194,7 @@ func spawnMember(t *testing.T, xdsAddr string, i int) *member {
 // ask sends one tenant_catalog request for tenant.
 func (m *member) ask(ctx context.Context, tenant string) (*rlsv3.RateLimitResponse, error) {
 	return m.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: fleetDomain, Descriptors: []*commonv3.RateLimitDescriptor{{
-		Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "tenant_id", Value: tenant}, {Key: "path", Value: "/catalog/shoes"}},
+		Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "tenant_id", Value: tenant}, {Key: "catalog", Value: "/catalog/"}},
 	}}})
 }
 
