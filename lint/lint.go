@@ -15,6 +15,8 @@ package lint
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/rlctl/rlctl/finding"
 	"github.com/rlctl/rlctl/policy"
@@ -99,6 +101,8 @@ func Rules() []finding.Rule {
 	for _, c := range governanceChecks {
 		rules = append(rules, c.Rule)
 	}
+	// Checks added after the governance rules (RL027 on) follow them in ID order.
+	slices.SortFunc(rules, func(a, b finding.Rule) int { return strings.Compare(a.ID, b.ID) })
 	return rules
 }
 

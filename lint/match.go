@@ -95,3 +95,23 @@ func matchesPrefix(m policy.Match, p string) bool {
 	}
 	return true
 }
+
+// checkPathWithQuery reports a rule's matches on a header source of :path (RL027), whose values
+// hold the query string: an exact value is skipped by adding "?", and a wildcard or key-only match
+// keys the limit by a value the caller varies at will.
+func checkPathWithQuery(d *policy.Domain, r *policy.Rule, e *emitter) {
+	for _, m := range r.Match {
+		src := d.Source(m.Key)
+		if src == nil || src.Kind != policy.SourceHeader || !strings.EqualFold(src.Header, ":path") {
+			continue
+		}
+		switch m.Kind {
+		case policy.MatchExact:
+			e.at(m.Pos, r, "matches %s on :path, which holds the query string: a caller skips the rule by adding \"?\"; match a path_match source with exact: %q, which ignores the query",
+				m, m.Value)
+		default:
+			e.at(m.Pos, r, "keys its limit by %s on :path, which holds the query string: each query string is a bucket of its own, so a caller who varies it is never limited; match a path_match source (prefix or exact) instead",
+				m)
+		}
+	}
+}

@@ -52,6 +52,7 @@ func TestBadRepos(t *testing.T) {
 		"RL017-low-watermark":         "RL017",
 		"RL018-envoy-key-collision":   "RL018",
 		"RL019-fail-open-no-fallback": "RL019",
+		"RL027-path-with-query":       "RL027",
 	}
 	dirs, err := os.ReadDir("testdata/bad")
 	if err != nil {

@@ -336,4 +336,29 @@ Example:
     }
     failure: {mode: "open", fallback: {requests: 20, window: "1m"}}   // fixed`,
 	}, perRule(checkFailOpenNoFallback)},
+	{finding.Rule{
+		ID: "RL027", Name: "path-with-query", Severity: finding.Warning,
+		Summary: "A rule matches the :path header, whose value holds the query string.",
+		Help: `Envoy's :path header is the path with its query string (/v1/orders?page=2), and a header
+source passes it on whole. A caller chooses the query freely without changing what it asks for, so:
+
+- an exact value ("/v1/payments/charge") no longer matches once the caller adds "?": the rule is
+  skipped;
+- a wildcard ("/catalog/*") or a key-only match keys the limit by the whole value: each query
+  string is a key, and a bucket, of its own, so a caller who varies it is never limited.
+
+A path_match source reads the path without that freedom: exact (the path with any query string or
+none) or prefix, producing one descriptor value for all the requests it selects, so the limit is
+one bucket per key of the rule's other entries.
+
+Fix: give the path its own path_match source and match that key.
+
+Example:
+
+    sources: path: {kind: "header", header: ":path"}
+    match: [{key: "tenant_id"}, {key: "path", value: "/catalog/*"}]      // RL027
+
+    sources: catalog: {kind: "path_match", prefix: "/catalog/", value: "catalog"}
+    match: [{key: "tenant_id"}, {key: "catalog"}]                        // fixed`,
+	}, perRule(checkPathWithQuery)},
 }
