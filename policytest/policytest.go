@@ -26,8 +26,9 @@
 // duration or integer milliseconds; not negative, and non-decreasing); hits is the request's cost (default the
 // rule's); repeat sends it several times. expect.decision is the engine's verdict ("ok",
 // "over_limit", or "unmatched" when no rule applies); expect.code is the answer after the rule's
-// stage ("ok" in shadow and soft; canary counts as enforcing); expect.rule names the rule to
-// check when a request matches several. remaining and retry_after are checked on the last
+// stage ("ok" in shadow and soft; canary counts as enforcing). Both are the request's (over when
+// any rule it matches is) unless expect.rule names a rule, whose own verdict, answer, remaining
+// and retry_after are then checked. remaining and retry_after are checked on the last
 // repetition. Each test starts with an empty store at 2025-01-01T00:00:00Z, aligned to every
 // window.
 //

@@ -257,6 +257,22 @@ func TestCheck(t *testing.T) {
 		{Expect{Decision: "over_limit", RetryAfterMs: n(100)}, true, "retry_after: got 200ms, want 100ms"},
 		{Expect{Decision: "over_limit", Rule: "other"}, true, `rule: got none of ["r"], want other`},
 	}
+	// Rule r has room while rule big, which the request matches too, is over: an expectation
+	// that names r is judged by r's own verdict (it passed on big's).
+	both := outcome{decision: "over_limit", code: "over_limit", rule: "r", ruleDecision: "ok", ruleCode: "ok", remaining: 7, rules: []string{"big", "r"}}
+	for i, tt := range []struct {
+		want Expect
+		msg  string
+	}{
+		{Expect{Decision: "over_limit", Rule: "r"}, "decision of rule r: got ok, want over_limit"},
+		{Expect{Decision: "ok", Rule: "r", Code: "ok"}, ""},
+		{Expect{Decision: "over_limit"}, ""},
+	} {
+		msg := check(both, tt.want, true)
+		if (tt.msg == "") != (msg == "") || !strings.HasPrefix(msg, tt.msg) {
+			t.Errorf("two rules, case %d: got %q, want prefix %q", i, msg, tt.msg)
+		}
+	}
 	for i, tt := range tests {
 		msg := check(got, tt.want, tt.last)
 		if (tt.msg == "") != (msg == "") || !strings.HasPrefix(msg, tt.msg) {

@@ -277,8 +277,11 @@ func lower(h map[string]string) map[string]string {
 // outcome is what a request got.
 type outcome struct {
 	decision, code, rule string
-	remaining, retry     int64
-	rules                []string
+	// ruleDecision and ruleCode are the expected rule's own verdict and answer, when the
+	// expectation names a rule that matched.
+	ruleDecision, ruleCode string
+	remaining, retry       int64
+	rules                  []string
 }
 
 // decide takes the request's tokens from each matched rule's key and combines the answers as the
@@ -300,16 +303,18 @@ func decide(store *engine.Memory, matches []simulate.Match, r Request, now int64
 		}
 		o.rules = append(o.rules, mt.Rule.Name)
 		over := res.Granted == 0
+		decision, code := "ok", "ok" // this rule's
 		if over {
-			o.decision = "over_limit"
+			decision, o.decision = "over_limit", "over_limit"
 			if enforcing(mt.Rule) {
-				o.code = "over_limit"
+				code, o.code = "over_limit", "over_limit"
 			}
 		}
 		switch {
 		case r.Expect.Rule != "":
 			if mt.Rule.Name == r.Expect.Rule {
 				o.rule, o.remaining, o.retry, picked = mt.Rule.Name, res.Remaining, res.RetryAfter, true
+				o.ruleDecision, o.ruleCode = decision, code
 			}
 		case !picked || res.Remaining < o.remaining || (over && res.RetryAfter > o.retry):
 			o.rule, o.remaining, o.retry, picked = mt.Rule.Name, res.Remaining, res.RetryAfter, true
@@ -333,11 +338,17 @@ func check(got outcome, want Expect, last bool) string {
 	if want.Rule != "" && got.rule != want.Rule {
 		return fmt.Sprintf("rule: got none of %q, want %s (%s)", got.rules, want.Rule, ctx())
 	}
-	if got.decision != want.Decision {
-		return fmt.Sprintf("decision: got %s, want %s (%s)", got.decision, want.Decision, ctx())
+	decision, code, whose := got.decision, got.code, ""
+	if want.Rule != "" {
+		// The named rule's own verdict: another rule over its limit must not pass a test of
+		// this one.
+		decision, code, whose = got.ruleDecision, got.ruleCode, " of rule "+want.Rule
 	}
-	if want.Code != "" && got.code != want.Code {
-		return fmt.Sprintf("code after stage: got %s, want %s (%s)", got.code, want.Code, ctx())
+	if decision != want.Decision {
+		return fmt.Sprintf("decision%s: got %s, want %s (%s)", whose, decision, want.Decision, ctx())
+	}
+	if want.Code != "" && code != want.Code {
+		return fmt.Sprintf("code after stage%s: got %s, want %s (%s)", whose, code, want.Code, ctx())
 	}
 	if !last {
 		return ""
