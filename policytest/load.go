@@ -167,6 +167,18 @@ func loadRequests(v cue.Value, raws []rawRequest, probs *policy.Problems) []Requ
 		if r.Hits < 0 {
 			*probs = append(*probs, problem(rv, "hits", "%d: must not be negative", r.Hits))
 		}
+		if rr.Repeat < 0 {
+			*probs = append(*probs, problem(rv, "repeat", "%d: must not be negative", rr.Repeat))
+		}
+		if len(rr.Descriptor) > 0 && (len(rr.Headers) > 0 || rr.Path != "" || rr.RemoteAddr != "" || len(rr.Claims) > 0) {
+			// A descriptor is sent as it is: the request's fields would be ignored.
+			*probs = append(*probs, problem(rv, "descriptor", "a request gives a descriptor or its fields (headers, path, remote_addr, claims), not both"))
+		}
+		for h := range rr.Headers {
+			if strings.EqualFold(h, ":path") {
+				*probs = append(*probs, problem(rv, "headers", "%q: give the path as path, which a :path source reads", h))
+			}
+		}
 		e := rr.Expect
 		switch e.Decision {
 		case "ok", "over_limit", "unmatched":

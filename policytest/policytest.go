@@ -22,9 +22,10 @@
 //	}
 //
 // A request gives either HTTP fields (headers, path, remote_addr, claims: the JWT claims) or an
-// explicit descriptor ([{key, value}, ...]). at is the offset from the test's start (a
-// duration or integer milliseconds; not negative, and non-decreasing); hits is the request's cost (default the
-// rule's); repeat sends it several times. expect.decision is the engine's verdict ("ok",
+// explicit descriptor ([{key, value}, ...]), not both. at is the offset from the test's start
+// (a duration or integer milliseconds, in whole milliseconds; not negative, at most 100 years,
+// and non-decreasing); hits is the request's cost (default the rule's); repeat sends it several
+// times. expect.decision is the engine's verdict ("ok",
 // "over_limit", or "unmatched" when no rule applies); expect.code is the answer after the rule's
 // stage ("ok" in shadow and soft; canary counts as enforcing). Both are the request's (over when
 // any rule it matches is) unless expect.rule names a rule, whose own verdict, answer, remaining
@@ -40,6 +41,7 @@ package policytest
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -89,24 +91,43 @@ type Expect struct {
 
 // durationMs reads a duration given as a string ("1.5s", "200ms") or integer milliseconds.
 func durationMs(v any) (int64, error) {
+	var ms int64
 	switch x := v.(type) {
 	case nil:
 		return 0, nil
 	case string:
 		if n, err := strconv.ParseInt(x, 10, 64); err == nil {
-			return n, nil
+			ms = n
+			break
 		}
 		d, err := time.ParseDuration(x)
 		if err != nil {
 			return 0, fmt.Errorf("duration %q: want such as 1.5s or 200ms", x)
 		}
-		return d.Milliseconds(), nil
+		if d%time.Millisecond != 0 {
+			// The engine's clock counts whole milliseconds: 0.5ms would be 0, and slip past
+			// the order of the requests.
+			return 0, fmt.Errorf("duration %q: want whole milliseconds", x)
+		}
+		ms = d.Milliseconds()
 	case int64:
-		return x, nil
+		ms = x
 	case int:
-		return int64(x), nil
+		ms = int64(x)
 	case float64:
-		return int64(x), nil
+		if x != math.Trunc(x) || math.Abs(x) > maxTestMs {
+			return 0, fmt.Errorf("duration %v: want whole milliseconds, at most %d", x, int64(maxTestMs))
+		}
+		ms = int64(x)
+	default:
+		return 0, fmt.Errorf("duration %v: want a string such as 1.5s or integer milliseconds", v)
 	}
-	return 0, fmt.Errorf("duration %v: want a string such as 1.5s or integer milliseconds", v)
+	if ms > maxTestMs || ms < -maxTestMs {
+		// A test's clock is its start plus the offset: a larger one would wrap around.
+		return 0, fmt.Errorf("duration %v: at most %d ms (100 years)", v, int64(maxTestMs))
+	}
+	return ms, nil
 }
+
+// maxTestMs bounds a duration in a test: 100 years, far beyond any window (365d at most).
+const maxTestMs = 100 * 365 * 86_400_000

@@ -124,6 +124,23 @@ tests: x: requests: [
 			`3:3: tests.x.requests.0.at: -1000ms: must not be negative`,
 			`5:3: tests.x.requests.2.at: -500ms: must not be negative`,
 		}},
+		// Each was run as something else: a half millisecond as 0 (past the order check), a
+		// time past int64's end as one in the past, -100 repeats as one, and the path beside a
+		// descriptor or as a :path header not at all.
+		{"requests that are not what they say", `policies: "."
+tests: x: requests: [
+	{at: "0.5ms", expect: decision: "ok"},
+	{at: 9223372036854775807, expect: decision: "ok"},
+	{at: "1s", repeat: -100, expect: decision: "ok"},
+	{at: "1s", path: "/a", descriptor: [{key: "k", value: "v"}], expect: decision: "ok"},
+	{at: "1s", headers: {":path": "/a"}, expect: decision: "ok"},
+]`, []string{
+			`3:3: tests.x.requests.0.at: duration "0.5ms": want whole milliseconds`,
+			`4:3: tests.x.requests.1.at: duration 9223372036854775807: at most 3153600000000 ms (100 years)`,
+			`5:13: tests.x.requests.2.repeat: -100: must not be negative`,
+			`6:25: tests.x.requests.3.descriptor: a request gives a descriptor or its fields (headers, path, remote_addr, claims), not both`,
+			`7:13: tests.x.requests.4.headers: ":path": give the path as path, which a :path source reads`,
+		}},
 	}
 	dir := t.TempDir()
 	for _, tt := range tests {
