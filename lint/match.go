@@ -2,6 +2,7 @@ package lint
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/rlctl/rlctl/policy"
@@ -56,10 +57,21 @@ func producible(s *policy.Source, m policy.Match) (values string, ok bool) {
 	switch s.Kind {
 	case policy.SourceGenericKey, policy.SourcePathMatch:
 		return fmt.Sprintf("%q", s.Value), valueMatches(m, s.Value)
+	case policy.SourceRemoteAddress:
+		if m.Kind != policy.MatchExact {
+			return "", true
+		}
+		if s.Mask == policy.MaskSubnet {
+			return "networks such as \"203.0.113.0/24\" and \"2001:db8:1:2::/64\"", isNetwork(m.Value)
+		}
+		return "addresses such as \"203.0.113.7\" and \"2001:db8::7\"", isAddress(m.Value)
 	case policy.SourceIdentity:
 		var tiers []string
 		for _, step := range s.Waterfall {
 			p := string(step.Tier) + ":"
+			if rest, ok := strings.CutPrefix(m.Value, p); ok && m.Kind == policy.MatchExact && step.Tier == policy.TierSubnet && !isNetwork(rest) {
+				return fmt.Sprintf("%q with a network such as \"subnet:203.0.113.0/24\"", p+"..."), false
+			}
 			tiers = append(tiers, fmt.Sprintf("%q", p+"..."))
 			if matchesPrefix(m, p) {
 				return "", true
@@ -71,6 +83,23 @@ func producible(s *policy.Source, m policy.Match) (values string, ok bool) {
 		return strings.Join(tiers, ", "), false
 	}
 	return "", true
+}
+
+// isAddress reports whether v is an address as a remote_address source with mask "none" writes
+// it: canonical text, without zone or port, IPv4 unmapped.
+func isAddress(v string) bool {
+	a, err := netip.ParseAddr(v)
+	return err == nil && a.Zone() == "" && !a.Is4In6() && a.String() == v
+}
+
+// isNetwork reports whether v is a network as a subnet mask writes it: the /24 of an IPv4
+// address or the /64 of an IPv6 one, in canonical text.
+func isNetwork(v string) bool {
+	p, err := netip.ParsePrefix(v)
+	if err != nil || p.Addr().Is4In6() || p != p.Masked() || p.String() != v {
+		return false
+	}
+	return p.Addr().Is4() && p.Bits() == 24 || p.Addr().Is6() && p.Bits() == 64
 }
 
 // valueMatches reports whether m matches the descriptor value v.

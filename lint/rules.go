@@ -66,7 +66,10 @@ Example:
 		Help: `Envoy builds descriptors from the domain's sources; a rule can only match entries a
 source produces. A key no source declares is usually a typo, and the rule never applies. For
 generic_key and path_match sources the value is fixed, and identity values start with a
-waterfall tier ("api_key:..."), so other values never match either.
+waterfall tier ("api_key:..."), so other values never match either. A remote_address source
+writes canonical text: with mask "none" an address without port or prefix length
+("2001:db8::7", not "2001:db8:0:0::7" or "198.51.100.7/32"), with mask "subnet" the /24 or /64
+network ("203.0.113.0/24", not "203.0.113.7"), as does the identity waterfall's subnet tier.
 
 Fix: correct the key or value, or add the source.
 
