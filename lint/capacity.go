@@ -44,3 +44,24 @@ func checkLowWatermark(_ *policy.Domain, r *policy.Rule, e *emitter) {
 			l.LowWatermark, l.Max)
 	}
 }
+
+// checkShardRounding reports a sub-sharded limit whose shards admit less together than the limit
+// (RL028): each shard holds requests / count rounded down (engine.Shard), so 31 a second over 16
+// shards admits 16. A loss of 1% or less is the price of sharding and not reported.
+func checkShardRounding(_ *policy.Domain, r *policy.Rule, e *emitter) {
+	ss := r.SubShards
+	if ss == nil || ss.Count < 2 {
+		return
+	}
+	n := int64(ss.Count)
+	for i, l := range r.Limits {
+		if l.Requests < n {
+			continue // refused by the model's own validation
+		}
+		total := l.Requests / n * n
+		if lost := l.Requests - total; lost*100 > l.Requests {
+			e.at(l.Pos, r, "%s: %d sub_shards of %d each admit %d a window together, not %d (%d%% less): make requests a multiple of %d, or shard fewer ways",
+				limitName(r, i), n, l.Requests/n, total, l.Requests, lost*100/l.Requests, n)
+		}
+	}
+}

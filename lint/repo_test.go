@@ -53,6 +53,7 @@ func TestBadRepos(t *testing.T) {
 		"RL018-envoy-key-collision":   "RL018",
 		"RL019-fail-open-no-fallback": "RL019",
 		"RL027-path-with-query":       "RL027",
+		"RL028-shard-rounding":        "RL028",
 	}
 	dirs, err := os.ReadDir("testdata/bad")
 	if err != nil {
