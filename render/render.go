@@ -168,11 +168,13 @@ func Names() []string {
 	return names
 }
 
-// WriteStream writes files to w. A single file is written as it is; several files make one
-// multi-document YAML stream, each document headed by "---" and a "# file: NAME" comment. (JSON
-// documents are YAML too, so the stream stays one valid YAML stream in either format.)
-func WriteStream(w io.Writer, files []File) error {
-	if len(files) == 1 {
+// WriteStream writes files to w. The file of a one-file render is written as it is; the files
+// of a target that writes several (multiFile, one per domain: one, when there is one domain)
+// make one multi-document YAML stream, each document headed by "---" and a "# file: NAME"
+// comment, so that a script splits any such output the same way. (JSON documents are YAML
+// too, so the stream stays one valid YAML stream in either format.)
+func WriteStream(w io.Writer, files []File, multiFile bool) error {
+	if !multiFile && len(files) == 1 {
 		_, err := w.Write(files[0].Data)
 		return err
 	}

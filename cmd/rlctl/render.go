@@ -152,7 +152,7 @@ func writeRendered(stdout io.Writer, multiFile bool, out string, files []render.
 	switch {
 	case out == "":
 		var buf bytes.Buffer
-		if err := render.WriteStream(&buf, files); err != nil {
+		if err := render.WriteStream(&buf, files, multiFile); err != nil {
 			return usageErrorf("render: %w", err)
 		}
 		if _, err := stdout.Write(buf.Bytes()); err != nil {
@@ -163,7 +163,7 @@ func writeRendered(stdout io.Writer, multiFile bool, out string, files []render.
 			return usageErrorf("render: --out %w", err)
 		}
 	default:
-		if err := atomicfile.Write(out, func(w io.Writer) error { return render.WriteStream(w, files) }); err != nil {
+		if err := atomicfile.Write(out, func(w io.Writer) error { return render.WriteStream(w, files, false) }); err != nil {
 			return usageErrorf("render: --out %w", err)
 		}
 	}
