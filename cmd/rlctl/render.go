@@ -84,7 +84,10 @@ func newRenderCmd() *cobra.Command {
 				return usageErrorf("render: %w", perr)
 			}
 			if errors.Is(err, render.ErrStrict) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "rlctl: render: %v\n", err)
+				if opts.Format != "json" {
+					// With -o json, stderr is the findings' JSON array alone; exit 1 says the rest.
+					fmt.Fprintf(cmd.ErrOrStderr(), "rlctl: render: %v\n", err)
+				}
 				return findings()
 			}
 			if err != nil {
