@@ -23,7 +23,9 @@ type snapshot struct {
 
 // ContentHash returns "sha256:<hex>" of m's meaning: its canonical JSON encoding with every
 // source position left out. Two models with the same hash are the same policy, however the files
-// were named on the command line and wherever the rules sit in them.
+// were named on the command line and wherever in them comments or blank lines move the rules.
+// Rules are hashed in declared order, which decides among wildcards that compete, so a rule moved
+// ahead of another (in its file, or to another file) changes the hash.
 func ContentHash(m *Model) (string, error) {
 	b, err := json.Marshal(m)
 	if err != nil {

@@ -10,8 +10,9 @@
 // quiet, and the directory is loaded again every Config.Resync in case an event was missed. A
 // change is loaded as `rlctl render` loads it (schema.Load, then lint.EngineProblems). A change
 // that does not load is refused: it is logged with every problem's position and counted, and
-// the last good version keeps being served. A change that leaves the policy's meaning alone
-// (a comment, a reordering) keeps the version, so nothing is pushed.
+// the last good version keeps being served. A change that leaves the policy's content alone
+// (a comment, a blank line) keeps the version, so nothing is pushed; rules put in another order
+// are a new version, as declared order decides among competing wildcards (policy.ContentHash).
 //
 // # Clients
 //
