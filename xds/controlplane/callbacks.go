@@ -27,7 +27,11 @@ type streams struct {
 // otherwise bring the rejected version straight back, over and over. Marking the NACK's request
 // with the version it rejects makes the cache wait for the next version instead.
 func (s *Server) callbacks() xdsserver.Callbacks {
-	st := &streams{last: map[int64]map[string]sent{}}
+	return s.callbacksOf(&streams{last: map[int64]map[string]sent{}})
+}
+
+// callbacksOf is callbacks, keeping what was last sent on each stream in st.
+func (s *Server) callbacksOf(st *streams) xdsserver.CallbackFuncs {
 	open := func(context.Context, int64, string) error {
 		s.mx.clients.Inc()
 		return nil
@@ -63,6 +67,11 @@ func (s *Server) callbacks() xdsserver.Callbacks {
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, req *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
 			s.mx.pushes.WithLabelValues(typeLabel(resp.GetTypeUrl())).Inc()
+			if typeLabel(resp.GetTypeUrl()) == "other" {
+				// Not a served type: nothing a NACK could name, and a client making up type
+				// URLs would grow the map for as long as its stream lives.
+				return
+			}
 			st.mu.Lock()
 			if st.last[id] == nil {
 				st.last[id] = map[string]sent{}
