@@ -58,7 +58,6 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
-	"strings"
 
 	"github.com/rlctl/rlctl/internal/english"
 	"github.com/rlctl/rlctl/policy"
@@ -280,7 +279,7 @@ func precedence(bd *policy.Domain, domain string, pairs []rulePair) map[*policy.
 			if baseAt[a.base] < baseAt[b.base] {
 				continue
 			}
-			at, ok := competing(a.head.Match, b.head.Match)
+			at, ok := policy.Competing(a.head.Match, b.head.Match)
 			if !ok {
 				continue
 			}
@@ -292,23 +291,6 @@ func precedence(bd *policy.Domain, domain string, pairs []rulePair) map[*policy.
 		}
 	}
 	return out
-}
-
-// competing reports the entry at which matches a and b compete by declared order: the first
-// where they differ, if both are wildcards of one key whose prefixes overlap.
-func competing(a, b []policy.Match) (int, bool) {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		x, y := a[i], b[i]
-		if x.Key == y.Key && x.Value == y.Value && x.Kind == y.Kind {
-			continue
-		}
-		if x.Key != y.Key || x.Kind != policy.MatchWildcard || y.Kind != policy.MatchWildcard {
-			return 0, false
-		}
-		px, py := strings.TrimSuffix(x.Value, "*"), strings.TrimSuffix(y.Value, "*")
-		return i, strings.HasPrefix(px, py) || strings.HasPrefix(py, px)
-	}
-	return 0, false
 }
 
 func kindIndex(k Kind) int {

@@ -148,7 +148,7 @@ func checkEnterAtShadow(c *domainChange, e *emitter) {
 		return
 	}
 	const fix = "(or set governance new_rules_at_shadow: false with an opt_out_reason)"
-	for _, p := range c.rules {
+	for i, p := range c.rules {
 		st := stageOf(p.head)
 		if st == policy.StageShadow {
 			continue
@@ -159,8 +159,37 @@ func checkEnterAtShadow(c *domainChange, e *emitter) {
 		}
 		if what, ok := tightened(p.base, p.head); ok {
 			e.at(p.head.Stage.Pos, p.head, "%s (base %s) and is at %q, want \"shadow\" %s", what, p.base.Pos, st, fix)
+			continue
+		}
+		if b, what, ok := c.overtakes(i); ok {
+			e.at(p.head.Stage.Pos, p.head, "now comes before rule %q (base %s), so it takes the values both match, which had %q's limits: %s; it is at %q, want \"shadow\" %s",
+				b.head.Name, b.base.Pos, b.head.Name, what, st, fix)
 		}
 	}
+}
+
+// overtakes returns a rule that head rule i now comes before, and came after at base, whose
+// wildcard competes with its own (policy.Competing), when rule i's limits are tighter than that
+// rule's were: lookup gives the values both match to the first of the two, so those requests
+// now meet rule i's limits instead.
+func (c *domainChange) overtakes(i int) (rulePair, string, bool) {
+	a := c.rules[i]
+	baseAt := map[*policy.Rule]int{}
+	for j, r := range c.base.Rules {
+		baseAt[r] = j
+	}
+	for _, b := range c.rules[i+1:] {
+		if b.base == nil || baseAt[a.base] < baseAt[b.base] {
+			continue
+		}
+		if _, ok := policy.Competing(a.head.Match, b.head.Match); !ok {
+			continue
+		}
+		if what, ok := limitsTightened(b.base, a.head); ok {
+			return b, what, true
+		}
+	}
+	return rulePair{}, "", false
 }
 
 // tightened says how r got tighter than base: a match that selects requests base's did not (they
@@ -171,6 +200,12 @@ func tightened(base, r *policy.Rule) (string, bool) {
 	if !within(r.Match, base.Match) {
 		return fmt.Sprintf("matches %s, which selects requests the base's %s did not", matchList(r.Match), matchList(base.Match)), true
 	}
+	return limitsTightened(base, r)
+}
+
+// limitsTightened is tightened without the match: how r's limits, cost or sub-shards are
+// tighter than base's.
+func limitsTightened(base, r *policy.Rule) (string, bool) {
 	for i, l := range r.Limits {
 		if i >= len(base.Limits) {
 			return fmt.Sprintf("has a new %s %s", limitName(r, i), rateString(l.Requests, l.WindowMs)), true

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,19 @@ func TestGovernance(t *testing.T) {
 			r := rule(m, "gold")
 			r.Match[0].Value, r.Match[0].Kind = "", policy.MatchAny
 		}, []want{{"RL020", `rule "gold": matches [plan, ip], which selects requests the base's [plan="gold", ip] did not`}}},
+		// Lookup gives the values two competing wildcards both match to the rule declared first:
+		// put ahead of "enterprise" (ent-*), "tenants" (*) takes its values at its own lower limit.
+		{"ahead of a competing wildcard", func(m *policy.Model) { rule(m, "enterprise").Limits[0].Requests = 100000 }, func(m *policy.Model) {
+			rule(m, "enterprise").Limits[0].Requests = 100000
+			rs := m.Domains[0].Rules
+			i, j := slices.Index(rs, rule(m, "enterprise")), slices.Index(rs, rule(m, "tenants"))
+			rs[i], rs[j] = rs[j], rs[i]
+		}, []want{{"RL020", `rule "tenants": now comes before rule "enterprise" (base p.cue:20:3), so it takes the values both match, which had "enterprise"'s limits: limit tightened from 100000/1m to 50000/1m (−50%); it is at "enforce"`}}},
+		{"ahead of a competing wildcard, looser", nil, func(m *policy.Model) {
+			rs := m.Domains[0].Rules
+			i, j := slices.Index(rs, rule(m, "enterprise")), slices.Index(rs, rule(m, "tenants"))
+			rs[i], rs[j] = rs[j], rs[i]
+		}, nil},
 		{"match narrowed", nil, func(m *policy.Model) { rule(m, "enterprise").Match[0].Value = "ent-gold-*" }, nil},
 		{"cost raised", nil, func(m *policy.Model) { rule(m, "tenants").Limits[0].Cost = 5 },
 			[]want{{"RL020", `rule "tenants": cost raised from 1 to 5`}}},

@@ -364,3 +364,22 @@ func appendMatchKey(b []byte, m Match) []byte {
 	b = append(b, m.Kind...)
 	return append(b, ';')
 }
+
+// Competing reports the entry at which matches a and b compete by declared order: the first
+// where they differ, if both are wildcards of one key whose prefixes overlap ("/v1/*" and
+// "/v1/orders*"). Lookup gives the values both match to the rule declared first, and never
+// backtracks, so the order of two such rules decides which limit those values get.
+func Competing(a, b []Match) (int, bool) {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		x, y := a[i], b[i]
+		if x.Key == y.Key && x.Value == y.Value && x.Kind == y.Kind {
+			continue
+		}
+		if x.Key != y.Key || x.Kind != MatchWildcard || y.Kind != MatchWildcard {
+			return 0, false
+		}
+		px, py := strings.TrimSuffix(x.Value, "*"), strings.TrimSuffix(y.Value, "*")
+		return i, strings.HasPrefix(px, py) || strings.HasPrefix(py, px)
+	}
+	return 0, false
+}
