@@ -161,35 +161,49 @@ func checkEnterAtShadow(c *domainChange, e *emitter) {
 			e.at(p.head.Stage.Pos, p.head, "%s (base %s) and is at %q, want \"shadow\" %s", what, p.base.Pos, st, fix)
 			continue
 		}
-		if b, what, ok := c.overtakes(i); ok {
-			e.at(p.head.Stage.Pos, p.head, "now comes before rule %q (base %s), so it takes the values both match, which had %q's limits: %s; it is at %q, want \"shadow\" %s",
-				b.head.Name, b.base.Pos, b.head.Name, what, st, fix)
+		if b, removed, what, ok := c.overtakes(i); ok {
+			how := "now comes before rule"
+			if removed {
+				how = "takes over from removed rule"
+			}
+			e.at(p.head.Stage.Pos, p.head, "%s %q (base %s), so it takes the values both match, which had %q's limits: %s; it is at %q, want \"shadow\" %s",
+				how, b.Name, b.Pos, b.Name, what, st, fix)
 		}
 	}
 }
 
-// overtakes returns a rule that head rule i now comes before, and came after at base, whose
-// wildcard competes with its own (policy.Competing), when rule i's limits are tighter than that
-// rule's were: lookup gives the values both match to the first of the two, so those requests
-// now meet rule i's limits instead.
-func (c *domainChange) overtakes(i int) (rulePair, string, bool) {
+// overtakes returns a base rule that head rule i came after, and no longer does (it now comes
+// after rule i, or is removed), whose wildcard competes with rule i's (policy.Competing), when
+// rule i's limits are tighter than that rule's were: lookup gives the values both match to the
+// first of the two, so those requests now meet rule i's limits instead. It says whether that
+// rule was removed.
+func (c *domainChange) overtakes(i int) (b *policy.Rule, removed bool, what string, ok bool) {
 	a := c.rules[i]
 	baseAt := map[*policy.Rule]int{}
 	for j, r := range c.base.Rules {
 		baseAt[r] = j
 	}
-	for _, b := range c.rules[i+1:] {
-		if b.base == nil || baseAt[a.base] < baseAt[b.base] {
-			continue
-		}
-		if _, ok := policy.Competing(a.head.Match, b.head.Match); !ok {
-			continue
-		}
-		if what, ok := limitsTightened(b.base, a.head); ok {
-			return b, what, true
+	var passed []*policy.Rule // base rules ahead of a at base, and not at head
+	for _, p := range c.rules[i+1:] {
+		if p.base != nil && baseAt[p.base] < baseAt[a.base] {
+			passed = append(passed, p.base)
 		}
 	}
-	return rulePair{}, "", false
+	nMoved := len(passed)
+	for _, r := range c.removed {
+		if baseAt[r] < baseAt[a.base] {
+			passed = append(passed, r)
+		}
+	}
+	for k, r := range passed {
+		if _, ok := policy.Competing(a.head.Match, r.Match); !ok {
+			continue
+		}
+		if what, ok := limitsTightened(r, a.head); ok {
+			return r, k >= nMoved, what, true
+		}
+	}
+	return nil, false, "", false
 }
 
 // tightened says how r got tighter than base: a match that selects requests base's did not (they

@@ -144,6 +144,9 @@ func TestGovernance(t *testing.T) {
 			i, j := slices.Index(rs, rule(m, "enterprise")), slices.Index(rs, rule(m, "tenants"))
 			rs[i], rs[j] = rs[j], rs[i]
 		}, []want{{"RL020", `rule "tenants": now comes before rule "enterprise" (base p.cue:20:3), so it takes the values both match, which had "enterprise"'s limits: limit tightened from 100000/1m to 50000/1m (−50%); it is at "enforce"`}}},
+		{"a competing wildcard ahead removed", func(m *policy.Model) { rule(m, "enterprise").Limits[0].Requests = 100000 }, func(m *policy.Model) {
+			removeRule(m, "enterprise")
+		}, []want{{"RL020", `rule "tenants": takes over from removed rule "enterprise" (base p.cue:20:3), so it takes the values both match, which had "enterprise"'s limits: limit tightened from 100000/1m to 50000/1m (−50%)`}}},
 		{"ahead of a competing wildcard, looser", nil, func(m *policy.Model) {
 			rs := m.Domains[0].Rules
 			i, j := slices.Index(rs, rule(m, "enterprise")), slices.Index(rs, rule(m, "tenants"))

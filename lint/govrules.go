@@ -18,9 +18,9 @@ than the base's limit at the same position, or when the rule gains a limit. A ru
 when its match selects requests the base's did not (a wider wildcard, any value for an exact
 one: those requests meet a limit they had not), when its cost goes up, and when it has more
 sub_shards (a key whose traffic comes from one attribute value gets a smaller share). And a rule
-moved ahead of another whose wildcard competes with its own ("/v1/*" and "/v1/orders*") takes
-the values both match, which lookup gives to the rule declared first: when its limits are tighter
-than that rule's, those requests are limited harder. A rule is the same
+moved ahead of another whose wildcard competes with its own ("/v1/*" and "/v1/orders*"), or left
+ahead when such a rule is removed, takes the values both match, which lookup gives to the rule
+declared first: when its limits are tighter than that rule's, those requests are limited harder. A rule is the same
 rule as a base rule with its name or, failing that, with its match (a rename). A domain may opt
 out, for example for an internal API, with governance: {new_rules_at_shadow: false,
 opt_out_reason: "..."}; the head's setting applies.
