@@ -134,22 +134,22 @@ func usedKeys(r *policy.Rule) []string {
 // limits compares the rule's limits, paired as the package doc says.
 func (d *ruleDiff) limits() {
 	several := len(d.b.Limits) > 1 || len(d.h.Limits) > 1
-	for _, p := range pairLimits(d.b.Limits, d.h.Limits) {
+	for _, p := range policy.PairLimits(d.b.Limits, d.h.Limits) {
 		what := ""
 		if several {
-			what = "limit " + strconv.Itoa(p.index+1)
+			what = "limit " + strconv.Itoa(p.Index+1)
 		}
 		switch {
-		case p.b == nil:
-			c := d.addAt(KindLimitTightened, "", "", limitString(*p.h), policy.Pos{}, cmpPos(p.h.Pos, d.h.Pos))
-			c.Summary = d.h.Name + ": limit " + limitString(*p.h) + " added"
+		case p.Base == nil:
+			c := d.addAt(KindLimitTightened, "", "", limitString(*p.Head), policy.Pos{}, cmpPos(p.Head.Pos, d.h.Pos))
+			c.Summary = d.h.Name + ": limit " + limitString(*p.Head) + " added"
 			continue
-		case p.h == nil:
-			c := d.addAt(KindLimitLoosened, "", limitString(*p.b), "", cmpPos(p.b.Pos, d.b.Pos), policy.Pos{})
-			c.Summary = d.h.Name + ": limit " + limitString(*p.b) + " removed"
+		case p.Head == nil:
+			c := d.addAt(KindLimitLoosened, "", limitString(*p.Base), "", cmpPos(p.Base.Pos, d.b.Pos), policy.Pos{})
+			c.Summary = d.h.Name + ": limit " + limitString(*p.Base) + " removed"
 			continue
 		}
-		b, h := *p.b, *p.h
+		b, h := *p.Base, *p.Head
 		bp, hp := cmpPos(b.Pos, d.b.Pos), cmpPos(h.Pos, d.h.Pos)
 		rb, rh := big.NewRat(b.Requests, b.WindowMs), big.NewRat(h.Requests, h.WindowMs)
 		if c := rh.Cmp(rb); c != 0 {
@@ -185,48 +185,6 @@ func cmpPos(p, def policy.Pos) policy.Pos {
 		return def
 	}
 	return p
-}
-
-// limitPair is a base and a head limit; index is the head limit's (the base's when removed).
-type limitPair struct {
-	b, h  *policy.Limit
-	index int
-}
-
-// pairLimits pairs limits as the package doc says, in head order, then base limits removed.
-func pairLimits(bs, hs []policy.Limit) []limitPair {
-	if len(bs) == 1 && len(hs) == 1 {
-		return []limitPair{{b: &bs[0], h: &hs[0]}}
-	}
-	used := make([]bool, len(bs))
-	pairs := make([]limitPair, len(hs))
-	for i := range hs {
-		pairs[i] = limitPair{h: &hs[i], index: i}
-		for j := range bs {
-			if !used[j] && bs[j].WindowMs == hs[i].WindowMs {
-				pairs[i].b, used[j] = &bs[j], true
-				break
-			}
-		}
-	}
-	j := 0
-	for i := range pairs {
-		if pairs[i].b != nil {
-			continue
-		}
-		for j < len(bs) && used[j] {
-			j++
-		}
-		if j < len(bs) {
-			pairs[i].b, used[j] = &bs[j], true
-		}
-	}
-	for j := range bs {
-		if !used[j] {
-			pairs = append(pairs, limitPair{b: &bs[j], index: j})
-		}
-	}
-	return pairs
 }
 
 // stage reports a move between stages, a canary percent or a new since date, and a hold set,

@@ -217,32 +217,65 @@ func tightened(base, r *policy.Rule) (string, bool) {
 	return limitsTightened(base, r)
 }
 
-// limitsTightened is tightened without the match: how r's limits, cost or sub-shards are
-// tighter than base's.
+// limitsTightened is tightened without the match: how r's limits are tighter than base's for
+// one key, paired as rlctl diff pairs them (policy.PairLimits): a limit base did not have, or a
+// rate or burst lower in what a key gets of it, in requests of the rule's cost and in one
+// sub-shard (a key whose traffic comes from one attribute value gets one shard's share). 100/1s
+// becoming 500/1s at cost 5, or 400/1s over 4 sub-shards, is no tighter.
 func limitsTightened(base, r *policy.Rule) (string, bool) {
-	for i, l := range r.Limits {
-		if i >= len(base.Limits) {
-			return fmt.Sprintf("has a new %s %s", limitName(r, i), rateString(l.Requests, l.WindowMs)), true
+	bc, hc := ruleCost(base), ruleCost(r)
+	bs, hs := int64(subShards(base)), int64(subShards(r))
+	share := func(c, s int64) string { // the cost and sharding a rate is of, where they changed
+		var out string
+		if bc != hc {
+			out += fmt.Sprintf(" at cost %d", c)
 		}
-		b := base.Limits[i]
-		// l.Requests/l.WindowMs < b.Requests/b.WindowMs, exactly.
-		lhs := new(big.Int).Mul(big.NewInt(l.Requests), big.NewInt(b.WindowMs))
-		rhs := new(big.Int).Mul(big.NewInt(b.Requests), big.NewInt(l.WindowMs))
+		switch {
+		case bs == hs:
+		case s > 1:
+			out += fmt.Sprintf(" over %d sub-shards", s)
+		default:
+			out += " unsharded"
+		}
+		return out
+	}
+	for _, p := range policy.PairLimits(base.Limits, r.Limits) {
+		switch {
+		case p.Head == nil:
+			continue // a limit removed: looser
+		case p.Base == nil:
+			return fmt.Sprintf("has a new %s %s", limitName(r, p.Index), rateString(p.Head.Requests, p.Head.WindowMs)), true
+		}
+		l, b := *p.Head, *p.Base
+		// l.Requests/(hc·hs)/l.WindowMs < b.Requests/(bc·bs)/b.WindowMs, exactly.
+		lhs := product(l.Requests, b.WindowMs, bc, bs)
+		rhs := product(b.Requests, l.WindowMs, hc, hs)
 		if lhs.Cmp(rhs) < 0 {
-			return fmt.Sprintf("%s tightened from %s to %s (%s)", limitName(r, i),
-				rateString(b.Requests, b.WindowMs), rateString(l.Requests, l.WindowMs), percentChange(lhs, rhs)), true
+			return fmt.Sprintf("%s tightened from %s%s to %s%s (%s)", limitName(r, p.Index),
+				rateString(b.Requests, b.WindowMs), share(bc, bs), rateString(l.Requests, l.WindowMs), share(hc, hs), percentChange(lhs, rhs)), true
 		}
-		if l.Burst < b.Burst {
-			return fmt.Sprintf("%s burst tightened from %d to %d", limitName(r, i), b.Burst, l.Burst), true
+		if product(l.Burst, bc, bs).Cmp(product(b.Burst, hc, hs)) < 0 {
+			return fmt.Sprintf("%s burst tightened from %d%s to %d%s", limitName(r, p.Index), b.Burst, share(bc, bs), l.Burst, share(hc, hs)), true
 		}
-	}
-	if len(r.Limits) > 0 && len(base.Limits) > 0 && r.Limits[0].Cost > base.Limits[0].Cost {
-		return fmt.Sprintf("cost raised from %d to %d", base.Limits[0].Cost, r.Limits[0].Cost), true
-	}
-	if s, bs := subShards(r), subShards(base); s > bs {
-		return fmt.Sprintf("sub_shards raised from %d to %d (a key's traffic from one %s gets 1/%d of the limit)", bs, s, r.SubShards.Attribute, s), true
 	}
 	return "", false
+}
+
+// ruleCost is what one request of r spends: its first limit's cost, at least 1.
+func ruleCost(r *policy.Rule) int64 {
+	if len(r.Limits) == 0 {
+		return 1
+	}
+	return max(r.Limits[0].Cost, 1)
+}
+
+// product multiplies xs exactly.
+func product(xs ...int64) *big.Int {
+	p := big.NewInt(1)
+	for _, x := range xs {
+		p.Mul(p, big.NewInt(x))
+	}
+	return p
 }
 
 // subShards is r's sub-shard count, 1 when it has none.

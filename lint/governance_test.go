@@ -154,9 +154,36 @@ func TestGovernance(t *testing.T) {
 		}, nil},
 		{"match narrowed", nil, func(m *policy.Model) { rule(m, "enterprise").Match[0].Value = "ent-gold-*" }, nil},
 		{"cost raised", nil, func(m *policy.Model) { rule(m, "tenants").Limits[0].Cost = 5 },
-			[]want{{"RL020", `rule "tenants": cost raised from 1 to 5`}}},
+			[]want{{"RL020", `rule "tenants": limit tightened from 50000/1m at cost 1 to 50000/1m at cost 5 (−80%)`}}},
+		// What a key gets, in requests and per shard, is compared: more requests at a higher cost,
+		// or over more shards, can be no tighter (and diff calls them loosened).
+		{"cost and requests raised together", nil, func(m *policy.Model) {
+			l := &rule(m, "tenants").Limits[0]
+			l.Requests, l.Burst, l.Cost = 250000, 250000, 5
+		}, nil},
+		{"sub-shards and requests raised together", nil, func(m *policy.Model) {
+			r := rule(m, "tenants")
+			r.Limits[0].Requests, r.Limits[0].Burst = 200000, 200000
+			r.SubShards = &policy.SubShards{Count: 4, Attribute: "ip"}
+		}, nil},
+		// Limits pair by window, as diff pairs them: the same limits in another order are no
+		// change, and a limit removed is looser.
+		{"limits reordered", func(m *policy.Model) {
+			r := rule(m, "tenants")
+			r.Limits = append(r.Limits, policy.Limit{Requests: 1000000, WindowMs: 86_400_000, Burst: 1000000, Algorithm: policy.TokenBucket, Cost: 1})
+		}, func(m *policy.Model) {
+			ls := rule(m, "tenants").Limits
+			ls[0], ls[1] = ls[1], ls[0]
+		}, nil},
+		{"a limit removed", func(m *policy.Model) {
+			r := rule(m, "tenants")
+			r.Limits = append([]policy.Limit{{Requests: 100, WindowMs: 1000, Burst: 100, Algorithm: policy.TokenBucket, Cost: 1}}, r.Limits...)
+		}, func(m *policy.Model) {
+			r := rule(m, "tenants")
+			r.Limits = r.Limits[1:]
+		}, nil},
 		{"sub-shards added", nil, func(m *policy.Model) { rule(m, "tenants").SubShards = &policy.SubShards{Count: 4, Attribute: "ip"} },
-			[]want{{"RL020", `rule "tenants": sub_shards raised from 1 to 4 (a key's traffic from one ip gets 1/4 of the limit)`}}},
+			[]want{{"RL020", `rule "tenants": limit tightened from 50000/1m unsharded to 50000/1m over 4 sub-shards (−75%)`}}},
 
 		{"one step", nil, func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-20") }, nil},
 		{"two steps", nil, func(m *policy.Model) {

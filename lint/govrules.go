@@ -14,10 +14,12 @@ base does not have, or whose limit the change makes tighter, starts in the shado
 is evaluated and counted but never rejects, so its false positives show before anyone is blocked.
 
 A limit is tighter when its rate (requests per window, compared exactly) or its burst is lower
-than the base's limit at the same position, or when the rule gains a limit. A rule is tighter too
-when its match selects requests the base's did not (a wider wildcard, any value for an exact
-one: those requests meet a limit they had not), when its cost goes up, and when it has more
-sub_shards (a key whose traffic comes from one attribute value gets a smaller share). And a rule
+than the base's limit it pairs with (the one of the same window, as rlctl diff pairs them), or
+when the rule gains a limit. Rates are compared as what one key gets: in requests of the rule's
+cost, in one sub-shard (a key whose traffic comes from one attribute value gets one shard's
+share), so 100/1s becoming 100/1s at cost 2, or over 4 sub_shards, is tighter, and 500/1s at
+cost 5 is not. A rule is tighter too when its match selects requests the base's did not (a
+wider wildcard, any value for an exact one: those requests meet a limit they had not). And a rule
 moved ahead of another whose wildcard competes with its own ("/v1/*" and "/v1/orders*"), or left
 ahead when such a rule is removed, takes the values both match, which lookup gives to the rule
 declared first: when its limits are tighter than that rule's, those requests are limited harder. A rule is the same
