@@ -2,10 +2,13 @@ package enforcer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -336,8 +339,37 @@ func (e *Enforcer) shadowEvent(rs *ruleState, key []byte, cost int64) {
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "RateLimitShadowBlock",
 		slog.String("event", "RateLimitShadowBlock"), slog.String("domain", rs.plan.Domain),
-		slog.String("rule", rs.name), slog.String("key", string(key)), slog.Int64("cost", cost),
+		slog.String("rule", rs.name), slog.String("key", logKey(key)), slog.Int64("cost", cost),
 		slog.Int64("suppressed", rs.shadowSuppressed.Swap(0)))
+}
+
+// logKey is a store key as logs show it: a value that may be a credential, an identity of the
+// api_key tier or the value of a descriptor key named like one (token, secret, password...), is
+// replaced by the first 12 hex digits of its SHA-256, which still tells one caller from another.
+// A log line must not hand out the API keys it was written about.
+func logKey(key []byte) string {
+	parts := strings.Split(string(key), ":")
+	// "rl", domain, rule, then descriptor keys and values in turn (and ":shard:N" at the end).
+	for i := 4; i < len(parts); i += 2 {
+		k, v := strings.ToLower(parts[i-1]), parts[i]
+		if rest, ok := strings.CutPrefix(v, "api_key%3A"); ok {
+			parts[i] = "api_key%3A" + digest(rest)
+			continue
+		}
+		for _, word := range []string{"key", "token", "secret", "passw", "auth", "cookie", "session"} {
+			if strings.Contains(k, word) {
+				parts[i] = digest(v)
+				break
+			}
+		}
+	}
+	return strings.Join(parts, ":")
+}
+
+// digest is "#" and the first 12 hex digits of v's SHA-256.
+func digest(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "#" + hex.EncodeToString(sum[:6])
 }
 
 // journalDecision writes a decision record when the journal is on.

@@ -2,6 +2,8 @@ package enforcer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
@@ -347,4 +349,26 @@ func TestMetricsStartAtZero(t *testing.T) {
 			t.Errorf("%s: got %v, want 0 (-1 is missing)", series, got)
 		}
 	}
+}
+
+// TestLogKey: a shadow block's log line names its key without the credentials in it: an
+// api_key identity, or the value of a descriptor key named like a credential, is a digest
+// (the same value, the same digest). The line held the raw API key.
+func TestLogKey(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"rl:edge:dev:plan:developer_pro:client:api_key%3Ask_live_4eC39HqLyjWDarjtT1zdp7dc",
+			"rl:edge:dev:plan:developer_pro:client:api_key%3A#" + digestHex("sk_live_4eC39HqLyjWDarjtT1zdp7dc")},
+		{"rl:edge:r:x-api-key:k-123:tenant:acme", "rl:edge:r:x-api-key:#" + digestHex("k-123") + ":tenant:acme"},
+		{"rl:edge:r:session_token:abc:shard:3", "rl:edge:r:session_token:#" + digestHex("abc") + ":shard:3"},
+		{"rl:edge:r:client:subnet%3A203.0.113.0%2F24", "rl:edge:r:client:subnet%3A203.0.113.0%2F24"},
+	} {
+		if got := logKey([]byte(tc.key)); got != tc.want {
+			t.Errorf("logKey(%q) = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}
+
+func digestHex(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:6])
 }
