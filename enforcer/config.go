@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"time"
 
@@ -247,7 +248,7 @@ func (c Config) check() (Config, []*settingError) {
 		}
 		if c.RedisURL != "" {
 			if _, err := redis.ParseURL(c.RedisURL); err != nil {
-				errs = append(errs, settingf("redis-url", "%v", err))
+				errs = append(errs, settingf("redis-url", "%v", urlError(err)))
 			}
 		}
 		if len(c.SentinelAddrs) > 0 && c.SentinelMaster == "" {
@@ -293,4 +294,14 @@ func (c Config) check() (Config, []*settingError) {
 // redisOnlyError is the error for a Redis flag given with the memory store.
 func redisOnlyError(flag string) *settingError {
 	return settingf(flag, "applies to the Redis store only: add --store redis")
+}
+
+// urlError is err of parsing a Redis URL without the URL, which url.Parse's errors quote whole
+// and which may hold a password: a password with a '%' that is not an escape is enough.
+func urlError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("the URL does not parse: %w", ue.Err)
+	}
+	return err
 }

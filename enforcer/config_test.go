@@ -78,6 +78,10 @@ func TestParseArgsErrors(t *testing.T) {
 			want: []string{"--redis-cluster-addrs (RLCTL_ENFORCER_REDIS_CLUSTER_ADDRS): cannot be combined with --redis-url: give one Redis address flag"}},
 		{name: "bad redis url", args: append(cfg, "--store", "redis", "--redis-url", "http://x"),
 			want: []string{"--redis-url: redis: invalid URL scheme: http"}},
+		// url.Parse quotes the whole URL in its errors: the password went to the pod's logs.
+		{name: "redis url that does not parse, with a password", args: cfg,
+			env:  map[string]string{"RLCTL_ENFORCER_STORE": "redis", "RLCTL_ENFORCER_REDIS_URL": "redis://:S3cretPw@127.0.0.1:abc/0"},
+			want: []string{`--redis-url (RLCTL_ENFORCER_REDIS_URL): the URL does not parse: invalid port ":abc" after host`}},
 		{name: "sentinel without master", args: append(cfg, "--store", "redis", "--redis-sentinel-addrs", "127.0.0.1:1"),
 			want: []string{"--redis-sentinel-addrs: needs --redis-sentinel-master"}},
 		{name: "master without sentinel", args: append(redis, "--redis-sentinel-master", "m"),

@@ -365,7 +365,7 @@ func (e *Enforcer) openStore() (engine.Store, bool, error) {
 	case c.RedisURL != "":
 		u, err := redis.ParseURL(c.RedisURL)
 		if err != nil {
-			return nil, false, fmt.Errorf("enforcer: --redis-url: %w", err)
+			return nil, false, fmt.Errorf("enforcer: --redis-url: %w", urlError(err))
 		}
 		o.Addrs, o.DB, o.Username = []string{u.Addr}, u.DB, u.Username
 		if u.Password != "" {
