@@ -3,9 +3,15 @@ package enforcer
 import (
 	"errors"
 	"io"
+	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -154,5 +160,26 @@ func TestSpawnRejectsBadConfig(t *testing.T) {
 	want := "enforcer: --redis-url: applies to the Redis store only: add --store redis\n--store-timeout: -1ms: must not be negative"
 	if err == nil || err.Error() != want || !errors.Is(err, ErrUsage) {
 		t.Errorf("got %v, want %q (a usage error)", err, want)
+	}
+}
+
+// TestMemoryLimit: the Go runtime's soft memory limit is 90% of the container's memory limit,
+// and GOMEMLIMIT wins. Without one, a flood of keys grew the heap (GOGC 400) past a 384 MiB
+// limit and the kernel killed the sidecar.
+func TestMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("AUTOMEMLIMIT", "") // restored after the test
+	os.Unsetenv("AUTOMEMLIMIT")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	setMemoryLimit(log, memlimit.Limit(400<<20))
+	if got, want := debug.SetMemoryLimit(-1), int64(400<<20)*9/10; got != want {
+		t.Errorf("memory limit under a 400 MiB container: %d, want %d", got, want)
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	t.Setenv("GOMEMLIMIT", "300MiB")
+	setMemoryLimit(log, memlimit.Limit(400<<20))
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("with GOMEMLIMIT set: the limit became %d, want it left to GOMEMLIMIT", got)
 	}
 }
