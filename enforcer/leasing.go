@@ -2,8 +2,10 @@ package enforcer
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,8 +143,59 @@ func (ls *leasing) Close(ctx context.Context) error {
 		ls.order.unlock(i)
 	}
 	ls.wait(ctx) // returns that Close dispatched
-	return errors.Join(errs...)
+	return summarize("lease returns failed", errs)
 }
+
+// summarize joins errs, which may hold one error per lease (tens of thousands when the store is
+// down at shutdown), into one error of a line: how many failed, and each distinct message with
+// its count, the commonest first, at most three. Nil errors are skipped; nil when none is left.
+func summarize(what string, errs []error) error {
+	var flat []error
+	var flatten func(err error)
+	flatten = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				flatten(e)
+			}
+		} else if err != nil {
+			flat = append(flat, err)
+		}
+	}
+	for _, err := range errs {
+		flatten(err)
+	}
+	if len(flat) == 0 {
+		return nil
+	}
+	count := map[string]int{}
+	var msgs []string
+	for _, err := range flat {
+		m := strings.ReplaceAll(err.Error(), "\n", "; ")
+		if count[m] == 0 {
+			msgs = append(msgs, m)
+		}
+		count[m]++
+	}
+	slices.SortStableFunc(msgs, func(a, b string) int { return count[b] - count[a] })
+	parts := make([]string, 0, 4)
+	for _, m := range msgs[:min(len(msgs), 3)] {
+		parts = append(parts, fmt.Sprintf("%s (%d)", m, count[m]))
+	}
+	if rest := len(msgs) - 3; rest > 0 {
+		parts = append(parts, fmt.Sprintf("%d other messages", rest))
+	}
+	return &summaryError{msg: fmt.Sprintf("%d %s: %s", len(flat), what, strings.Join(parts, "; ")), errs: flat}
+}
+
+// summaryError is summarize's error: one line, wrapping every error it counts, so that
+// errors.Is still finds them.
+type summaryError struct {
+	msg  string
+	errs []error
+}
+
+func (e *summaryError) Error() string   { return e.msg }
+func (e *summaryError) Unwrap() []error { return e.errs }
 
 // wait waits for dispatched store calls, or for ctx.
 func (ls *leasing) wait(ctx context.Context) {
