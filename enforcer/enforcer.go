@@ -141,6 +141,10 @@ func Spawn(ctx context.Context, c Config) (e *Enforcer, err error) {
 	e.breaker = newBreaker(c.BreakerFailures, e.cooldownMs, e.clock, func(from, to BreakerState) {
 		e.mx.breaker.Set(float64(to))
 		e.mx.breakerTrans.WithLabelValues(to.String()).Inc()
+		if to == BreakerOpen && e.store != nil {
+			e.log.Warn("store circuit breaker", "from", from.String(), "to", to.String(), "last_error", e.store.lastFailure())
+			return
+		}
 		e.log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
 	})
 	e.store = newGuardedStore(inner, c.StoreTimeout, detach, e.breaker, e.clock, e.order, e.journal, e.mx)

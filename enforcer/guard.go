@@ -39,6 +39,8 @@ type guardedStore struct {
 	order       *order
 	journal     *journal.Writer
 
+	lastErr atomic.Pointer[string] // lastFailure
+
 	granted, denied, failed, timedOut, late, open prometheus.Counter
 	returned, returnFailed                        prometheus.Counter
 	takeLatency, returnLatency                    prometheus.Observer
@@ -83,7 +85,7 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 		res, err = g.detached(ctx, tk, r) // the call records its own outcome in the breaker
 	} else {
 		res, err = g.inner.Take(ctx, r)
-		g.breaker.Record(tk, storeOK(err))
+		g.record(tk, err)
 	}
 	took := time.Since(start)
 	g.takeLatency.Observe(took.Seconds())
@@ -113,6 +115,26 @@ func callTimeoutOf(t time.Duration) time.Duration { return max(4*t, 50*time.Mill
 // storeOK reports whether a store call's error says nothing against the store: none, or a
 // request the store rightly refused.
 func storeOK(err error) bool { return err == nil || errors.Is(err, engine.ErrBadRequest) }
+
+// record records a call's outcome in the breaker, and a failure's error for lastFailure.
+func (g *guardedStore) record(tk ticket, err error) {
+	ok := storeOK(err)
+	if !ok {
+		msg := err.Error()
+		g.lastErr.Store(&msg)
+	}
+	g.breaker.Record(tk, ok)
+}
+
+// lastFailure is the error of the last store call that failed, "" when none has: what the log
+// line of the breaker opening names as its cause, since the calls' own errors are logged at
+// Debug (a wrong password, a READONLY replica after a failover).
+func (g *guardedStore) lastFailure() string {
+	if p := g.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // A detached call is in one of these states: its request still waits for it, took its reply,
 // or stopped waiting.
@@ -185,7 +207,7 @@ func (g *guardedStore) call(ctx context.Context, c *detachedCall, tk ticket, r e
 	defer cancel()
 	res, err := g.inner.Take(callCtx, r)
 	err = g.callError(err)
-	g.breaker.Record(tk, storeOK(err))
+	g.record(tk, err)
 	if c.state.CompareAndSwap(callWaiting, callDelivered) {
 		c.reply <- takeReply{res, err}
 		return
@@ -258,7 +280,7 @@ func (g *guardedStore) Return(ctx context.Context, r engine.ReturnRequest) error
 	took := time.Since(start)
 	g.returnLatency.Observe(took.Seconds())
 	if err == nil || ctx.Err() == nil {
-		g.breaker.Record(tk, storeOK(err))
+		g.record(tk, err)
 	} else {
 		g.breaker.Release(tk)
 	}

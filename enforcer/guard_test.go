@@ -161,6 +161,30 @@ func TestGuardedStoreBreakerOpens(t *testing.T) {
 	}
 }
 
+// TestGuardedStoreLastFailure: the store's last failure is kept for the log line of the breaker
+// opening, which named no cause: a wrong password showed only "closed→open".
+func TestGuardedStoreLastFailure(t *testing.T) {
+	clock := engine.ClockFunc(func() int64 { return time.Now().UnixMilli() })
+	var opened string
+	var g *guardedStore
+	br := newBreaker(2, 60_000, clock, func(from, to BreakerState) {
+		if to == BreakerOpen {
+			opened = g.lastFailure()
+		}
+	})
+	wrongPass := errors.New("WRONGPASS invalid username-password pair or user is disabled.")
+	g = newGuardedStore(stubStore{err: wrongPass}, time.Second, false, br, clock, newOrder(clock, false), nil, newMetrics(nil, nil))
+	if got := g.lastFailure(); got != "" {
+		t.Errorf("before any call: last failure %q, want none", got)
+	}
+	for range 2 {
+		_, _ = g.Take(context.Background(), engine.TakeRequest{Key: "k", Want: 1, Min: 1})
+	}
+	if br.State() != BreakerOpen || opened != wrongPass.Error() {
+		t.Errorf("breaker %v, last failure when it opened %q; want open, %q", br.State(), opened, wrongPass)
+	}
+}
+
 // TestGuardedStoreLateRepliesKeepBreakerClosed sends calls whose replies all come after the
 // request stopped waiting but before the calls' deadline, as on a machine too busy to read
 // replies on time: the requests time out, and the breaker stays closed.
