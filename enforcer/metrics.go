@@ -43,6 +43,7 @@ type metrics struct {
 	configVer    prometheus.Gauge
 	configInfo   *prometheus.GaugeVec // version
 	reloads      *prometheus.CounterVec
+	reloadOK     prometheus.Gauge
 	invalid      *prometheus.CounterVec // reason
 	invalidUTF8  prometheus.Counter
 	unknown      *unknownDomains
@@ -100,6 +101,12 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 		Name: "rate_limit_config_reloads_total",
 		Help: "Snapshot reloads by result (ok, error). A rejected file leaves the old config serving.",
 	}, []string{"result"})
+	m.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rate_limit_config_last_reload_successful",
+		Help: "0 when the last snapshot the enforcer was asked to load was rejected (the previous config " +
+			"keeps serving until a good one loads), else 1.",
+	})
+	m.reloadOK.Set(1) // nothing rejected yet: waiting for a first snapshot over xDS is not a failure
 	m.invalid = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_invalid_requests_total",
 		Help: "ShouldRateLimit calls rejected with InvalidArgument, by reason (empty_domain, no_descriptors, empty_descriptor, empty_key, too_large, bad_override, unsupported).",
@@ -124,7 +131,7 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 		Help: "ShouldRateLimit calls in progress.",
 	}, inflight)
 	m.reg.MustRegister(m.requests, m.shadowBlocks, m.bypassed, m.storeCalls, m.storeLatency,
-		m.leaseSize, m.breaker, m.breakerTrans, m.configVer, m.configInfo, m.reloads, m.invalid, m.invalidUTF8, unknown,
+		m.leaseSize, m.breaker, m.breakerTrans, m.configVer, m.configInfo, m.reloads, m.reloadOK, m.invalid, m.invalidUTF8, unknown,
 		m.journalDrops, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series with known label values start at 0, so that a dashboard or an alert on rate() sees

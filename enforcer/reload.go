@@ -94,6 +94,7 @@ func (e *Enforcer) swap(s snapshot) error {
 	e.mx.configInfo.WithLabelValues(rc.version).Set(1)
 	e.mx.configVer.Set(float64(now) / 1000)
 	e.mx.reloads.WithLabelValues("ok").Inc()
+	e.mx.reloadOK.Set(1)
 	if old != nil {
 		e.log.Info("config reloaded", "version", rc.version, "previous", old.version, "rules", rc.rules)
 	}
@@ -104,6 +105,7 @@ func (e *Enforcer) swap(s snapshot) error {
 // reloadMu.
 func (e *Enforcer) rejected(err error) error {
 	e.mx.reloads.WithLabelValues("error").Inc()
+	e.mx.reloadOK.Set(0)
 	if c := e.cfg.Load(); c != nil {
 		e.log.Error("config reload rejected; the previous config keeps serving", "error", err.Error(),
 			"version", c.version)

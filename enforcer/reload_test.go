@@ -42,6 +42,9 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("unchanged rule after reload: got %v, want OVER_LIMIT (its counter survives)", got)
 	}
 
+	if got := in.metric(t, `rate_limit_config_last_reload_successful`); got != 1 {
+		t.Errorf("after good reloads: last reload successful %v, want 1", got)
+	}
 	v2 := in.ConfigVersion()
 	if err := os.WriteFile(in.path, []byte(`{"schema_version": 1, "oops": true}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -51,6 +54,10 @@ func TestReloadUnderLoad(t *testing.T) {
 	})
 	if got := in.ConfigVersion(); got != v2 {
 		t.Errorf("after a bad file: version %s, want %s still serving", got, v2)
+	}
+	// The alert on a rejected file stays on while the file does.
+	if got := in.metric(t, `rate_limit_config_last_reload_successful`); got != 0 {
+		t.Errorf("after a bad file: last reload successful %v, want 0", got)
 	}
 	if !strings.Contains(in.logs.String(), "config reload rejected") {
 		t.Errorf("logs: no rejection line")

@@ -91,11 +91,11 @@ var prometheusHeader = fmt.Sprintf(`# Prometheus alerting rules for rlctl-enforc
 #   RateLimitBypassed            > %s%% of a domain's requests bypass the store, over %s, for %s (critical)
 #   RateLimitBreakerOpen         the store circuit breaker not closed for %s (critical when the policy
 #                                has a fail-closed rule, else warning)
-#   RateLimitConfigReloadFailed  a rejected snapshot in the last %s (warning)
+#   RateLimitConfigReloadFailed  the last snapshot load was rejected, until a good one loads (warning)
 #   RateLimitJournalDropped      a dropped journal record in the last %s (warning)
 #   RateLimitRuleWouldDeny       a shadow or soft rule would deny > %s%% of its traffic, over %s,
 #                                for %s (warning), one alert per rule
-`, percent(bypassPercent), bypassWindow, bypassFor, breakerFor, eventWindow, eventWindow,
+`, percent(bypassPercent), bypassWindow, bypassFor, breakerFor, eventWindow,
 	percent(wouldDenyPercent), wouldDenyWindow, wouldDenyFor)
 
 // renderPrometheus renders m as one rule file: the enforcer's group, then the rollout group when
@@ -170,12 +170,13 @@ func enforcerAlerts(m *policy.Model) []promAlert {
 		breaker,
 		{
 			Alert:  "RateLimitConfigReloadFailed",
-			Expr:   `increase(rate_limit_config_reloads_total{result="error"}[` + eventWindow + `]) > 0`,
+			Expr:   `rate_limit_config_last_reload_successful == 0`,
 			Labels: map[string]string{"severity": "warning"},
 			Annotations: promAnnotations{
-				Summary: "rlctl-enforcer {{ $labels.instance }}: a policy snapshot was rejected in the last " + eventWindow,
+				Summary: "rlctl-enforcer {{ $labels.instance }}: the last policy snapshot it was asked to load was rejected",
 				Description: "The enforcer refused a snapshot it was asked to load; the previous config keeps " +
-					"serving (rate_limit_config_info shows its version). The enforcer's log names the error.",
+					"serving (rate_limit_config_info shows its version) until a good one loads, and the alert " +
+					"stays on until then. The enforcer's log names the error.",
 			},
 		},
 		{
