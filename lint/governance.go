@@ -116,11 +116,15 @@ func changes(base, head *policy.Model, today time.Time) []*domainChange {
 	return cs
 }
 
-// optedOut reports whether the head domain lets new and tightened rules skip shadow: it says so
-// and gives a reason.
+// optedOut reports whether the domain lets new and tightened rules skip shadow: it says so, with
+// a reason, at head and, for a domain the base has, at base too, so that a change cannot opt out
+// of the check it is judged by (as the longer dwell applies).
 func (c *domainChange) optedOut() bool {
-	g := c.head.Governance
-	return !g.NewRulesAtShadow && strings.TrimSpace(g.OptOutReason) != ""
+	out := func(d *policy.Domain) bool {
+		g := d.Governance
+		return !g.NewRulesAtShadow && strings.TrimSpace(g.OptOutReason) != ""
+	}
+	return out(c.head) && (c.base == nil || out(c.base))
 }
 
 // dwell is the least time a rule stays in stage: the longer of the base's and the head's, so that

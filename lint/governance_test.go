@@ -104,7 +104,16 @@ func TestGovernance(t *testing.T) {
 			addRule(m, "beta", match("tenant", "beta")).Stage = policy.Stage{Name: policy.StageEnforce}
 		},
 			[]want{{"RL020", `rule "beta": is new and enters at "enforce", want "shadow"`}}},
-		{"new rule with an opt-out", nil, func(m *policy.Model) {
+		// The opt-out must be the base's too: one added with a tightening let it through.
+		{"an opt-out added with the rule", nil, func(m *policy.Model) {
+			g := &m.Domains[0].Governance
+			g.NewRulesAtShadow, g.OptOutReason = false, "internal API"
+			addRule(m, "beta", match("tenant", "beta")).Stage = policy.Stage{Name: policy.StageEnforce}
+		}, []want{{"RL020", `rule "beta": is new and enters at "enforce"`}}},
+		{"new rule with an opt-out", func(m *policy.Model) {
+			g := &m.Domains[0].Governance
+			g.NewRulesAtShadow, g.OptOutReason = false, "internal API"
+		}, func(m *policy.Model) {
 			g := &m.Domains[0].Governance
 			g.NewRulesAtShadow, g.OptOutReason = false, "internal API"
 			addRule(m, "beta", match("tenant", "beta")).Stage = policy.Stage{Name: policy.StageEnforce}

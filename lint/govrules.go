@@ -22,10 +22,13 @@ cost 5 is not. A rule is tighter too when its match selects requests the base's 
 wider wildcard, any value for an exact one: those requests meet a limit they had not). And a rule
 moved ahead of another whose wildcard competes with its own ("/v1/*" and "/v1/orders*"), or left
 ahead when such a rule is removed, takes the values both match, which lookup gives to the rule
-declared first: when its limits are tighter than that rule's, those requests are limited harder. A rule is the same
-rule as a base rule with its name or, failing that, with its match (a rename). A domain may opt
-out, for example for an internal API, with governance: {new_rules_at_shadow: false,
-opt_out_reason: "..."}; the head's setting applies.
+declared first: when its limits are tighter than that rule's, those requests are limited harder.
+
+A rule is the same rule as a base rule with its name or, failing that, with its match (a
+rename). A domain may opt out, for example for an internal API, with governance:
+{new_rules_at_shadow: false, opt_out_reason: "..."}, at base and at head: an opt-out takes
+effect from the change after the one that adds it, so that a change cannot opt out of the check
+it is judged by.
 
 Runs with rlctl lint --base only.
 
