@@ -165,49 +165,54 @@ func checkEnterAtShadow(c *domainChange, e *emitter) {
 			e.at(p.head.Stage.Pos, p.head, "%s (base %s) and is at %q, want \"shadow\" %s", what, p.base.Pos, st, fix)
 			continue
 		}
-		if b, removed, what, ok := c.overtakes(i); ok {
-			how := "now comes before rule"
-			if removed {
-				how = "takes over from removed rule"
-			}
+		if b, how, what, ok := c.overtakes(i); ok {
 			e.at(p.head.Stage.Pos, p.head, "%s %q (base %s), so it takes the values both match, which had %q's limits: %s; it is at %q, want \"shadow\" %s",
 				how, b.Name, b.Pos, b.Name, what, st, fix)
 		}
 	}
 }
 
-// overtakes returns a base rule that head rule i came after, and no longer does (it now comes
-// after rule i, or is removed), whose wildcard competes with rule i's (policy.Competing), when
-// rule i's limits are tighter than that rule's were: lookup gives the values both match to the
-// first of the two, so those requests now meet rule i's limits instead. It says whether that
-// rule was removed.
-func (c *domainChange) overtakes(i int) (b *policy.Rule, removed bool, what string, ok bool) {
+// overtakes returns a base rule that head rule i came after, whose wildcard competes with rule
+// i's (policy.Competing), and that no longer takes all it took before rule i could: it now comes
+// after rule i, is removed, or matches less. Lookup gives the values both match to the first of
+// the two, so some of those requests now meet rule i's limits instead: reported when they are
+// tighter than that rule's were. how says which of the three it is.
+func (c *domainChange) overtakes(i int) (b *policy.Rule, how, what string, ok bool) {
 	a := c.rules[i]
 	baseAt := map[*policy.Rule]int{}
 	for j, r := range c.base.Rules {
 		baseAt[r] = j
 	}
-	var passed []*policy.Rule // base rules ahead of a at base, and not at head
-	for _, p := range c.rules[i+1:] {
-		if p.base != nil && baseAt[p.base] < baseAt[a.base] {
-			passed = append(passed, p.base)
-		}
+	type passed struct {
+		r   *policy.Rule
+		how string
 	}
-	nMoved := len(passed)
-	for _, r := range c.removed {
-		if baseAt[r] < baseAt[a.base] {
-			passed = append(passed, r)
-		}
-	}
-	for k, r := range passed {
-		if _, ok := policy.Competing(a.head.Match, r.Match); !ok {
+	var ps []passed
+	for j, p := range c.rules {
+		if p.base == nil || baseAt[p.base] >= baseAt[a.base] {
 			continue
 		}
-		if what, ok := limitsTightened(r, a.head); ok {
-			return r, k >= nMoved, what, true
+		switch {
+		case j > i:
+			ps = append(ps, passed{p.base, "now comes before rule"})
+		case !within(p.base.Match, p.head.Match):
+			ps = append(ps, passed{p.base, "takes values no longer matched by rule"})
 		}
 	}
-	return nil, false, "", false
+	for _, r := range c.removed {
+		if baseAt[r] < baseAt[a.base] {
+			ps = append(ps, passed{r, "takes over from removed rule"})
+		}
+	}
+	for _, p := range ps {
+		if _, ok := policy.Competing(a.head.Match, p.r.Match); !ok {
+			continue
+		}
+		if what, ok := limitsTightened(p.r, a.head); ok {
+			return p.r, p.how, what, true
+		}
+	}
+	return nil, "", "", false
 }
 
 // tightened says how r got tighter than base: a match that selects requests base's did not (they

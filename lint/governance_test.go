@@ -156,6 +156,12 @@ func TestGovernance(t *testing.T) {
 		{"a competing wildcard ahead removed", func(m *policy.Model) { rule(m, "enterprise").Limits[0].Requests = 100000 }, func(m *policy.Model) {
 			removeRule(m, "enterprise")
 		}, []want{{"RL020", `rule "tenants": takes over from removed rule "enterprise" (base p.cue:20:3), so it takes the values both match, which had "enterprise"'s limits: limit tightened from 100000/1m to 50000/1m (−50%)`}}},
+		// Narrowed from ent-* to ent-gold-*, "enterprise" leaves ent-silver to "tenants" (*):
+		// from 100,000 to 50,000 a minute at enforce.
+		{"a competing wildcard ahead narrowed", func(m *policy.Model) { rule(m, "enterprise").Limits[0].Requests = 100000 }, func(m *policy.Model) {
+			r := rule(m, "enterprise")
+			r.Match[0].Value = "ent-gold-*"
+		}, []want{{"RL020", `rule "tenants": takes values no longer matched by rule "enterprise" (base p.cue:20:3), so it takes the values both match, which had "enterprise"'s limits: limit tightened from 100000/1m to 50000/1m (−50%)`}}},
 		{"ahead of a competing wildcard, looser", nil, func(m *policy.Model) {
 			rs := m.Domains[0].Rules
 			i, j := slices.Index(rs, rule(m, "enterprise")), slices.Index(rs, rule(m, "tenants"))

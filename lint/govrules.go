@@ -21,7 +21,7 @@ share), so 100/1s becoming 100/1s at cost 2, or over 4 sub_shards, is tighter, a
 cost 5 is not. A rule is tighter too when its match selects requests the base's did not (a
 wider wildcard, any value for an exact one: those requests meet a limit they had not). And a rule
 moved ahead of another whose wildcard competes with its own ("/v1/*" and "/v1/orders*"), or left
-ahead when such a rule is removed, takes the values both match, which lookup gives to the rule
+first when such a rule is removed or narrowed, takes the values both match, which lookup gives to the rule
 declared first: when its limits are tighter than that rule's, those requests are limited harder.
 
 A rule is the same rule as a base rule with its name or, failing that, with its match (a
