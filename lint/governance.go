@@ -3,6 +3,8 @@ package lint
 import (
 	"fmt"
 	"math/big"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -161,7 +163,7 @@ func checkEnterAtShadow(c *domainChange, e *emitter) {
 			e.at(p.head.Stage.Pos, p.head, "is new and enters at %q, want \"shadow\" %s", st, fix)
 			continue
 		}
-		if what, ok := tightened(p.base, p.head); ok {
+		if what, ok := c.tightened(p.base, p.head); ok {
 			e.at(p.head.Stage.Pos, p.head, "%s (base %s) and is at %q, want \"shadow\" %s", what, p.base.Pos, st, fix)
 			continue
 		}
@@ -195,7 +197,7 @@ func (c *domainChange) overtakes(i int) (b *policy.Rule, how, what string, ok bo
 		switch {
 		case j > i:
 			ps = append(ps, passed{p.base, "now comes before rule"})
-		case !within(p.base.Match, p.head.Match):
+		case !c.within(p.base.Match, p.head.Match):
 			ps = append(ps, passed{p.base, "takes values no longer matched by rule"})
 		}
 	}
@@ -219,8 +221,11 @@ func (c *domainChange) overtakes(i int) (b *policy.Rule, how, what string, ok bo
 // meet a limit they had not), a limit whose rate (requests per window) or capacity (burst) is
 // lower, a limit base did not have, a higher cost, or more sub-shards (a key whose traffic comes
 // from one attribute value gets a smaller share). Limits are compared by position.
-func tightened(base, r *policy.Rule) (string, bool) {
-	if !within(r.Match, base.Match) {
+func (c *domainChange) tightened(base, r *policy.Rule) (string, bool) {
+	if what, ok := c.sourceChanged(base, r); ok {
+		return what, true
+	}
+	if !c.within(r.Match, base.Match) {
 		return fmt.Sprintf("matches %s, which selects requests the base's %s did not", matchList(r.Match), matchList(base.Match)), true
 	}
 	return limitsTightened(base, r)
@@ -298,14 +303,14 @@ func subShards(r *policy.Rule) int {
 // within reports whether every descriptor that match m selects, match base selects too: the same
 // keys level by level, each of m's values one that base's matches (a value of any, a value with a
 // wildcard's prefix, or the same exact value).
-func within(m, base []policy.Match) bool {
+func (c *domainChange) within(m, base []policy.Match) bool {
 	if len(m) != len(base) {
 		return false
 	}
 	for i, x := range m {
 		b := base[i]
-		if x.Key != b.Key {
-			return false
+		if x.Key != b.Key && !sameSource(c.head.Source(x.Key), c.base.Source(b.Key)) {
+			return false // another key, not a key renamed with its source
 		}
 		switch b.Kind {
 		case policy.MatchAny:
@@ -320,6 +325,54 @@ func within(m, base []policy.Match) bool {
 		}
 	}
 	return true
+}
+
+// sourceChanged reports a match key of r whose source, of the same name at base, produces its
+// values otherwise (a path_match exact becoming a prefix, an address mask becoming a subnet):
+// the rule's buckets then take other requests, or group them otherwise, for example a whole /24
+// into one.
+func (c *domainChange) sourceChanged(base, r *policy.Rule) (string, bool) {
+	for _, m := range r.Match {
+		if !slices.ContainsFunc(base.Match, func(b policy.Match) bool { return b.Key == m.Key }) {
+			continue
+		}
+		hs, bs := c.head.Source(m.Key), c.base.Source(m.Key)
+		if hs != nil && bs != nil && !sameSource(hs, bs) {
+			return fmt.Sprintf("matches key %q, whose source changed from %s to %s", m.Key, describeSource(bs), describeSource(hs)), true
+		}
+	}
+	return "", false
+}
+
+// sameSource reports whether a and b produce the same entry values from every request: all but
+// their keys and positions are equal.
+func sameSource(a, b *policy.Source) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	x, y := *a, *b
+	x.Key, y.Key, x.Pos, y.Pos = "", "", policy.Pos{}, policy.Pos{}
+	return reflect.DeepEqual(x, y)
+}
+
+// describeSource is a source's kind and settings, such as path_match (exact "/v1/orders").
+func describeSource(s *policy.Source) string {
+	var parts []string
+	add := func(name, v string) {
+		if v != "" {
+			parts = append(parts, fmt.Sprintf("%s %q", name, v))
+		}
+	}
+	add("header", s.Header)
+	add("claim", s.Claim)
+	add("mask", string(s.Mask))
+	add("exact", s.PathExact)
+	add("prefix", s.PathPrefix)
+	add("value", s.Value)
+	for _, st := range s.Waterfall {
+		parts = append(parts, string(st.Tier))
+	}
+	return string(s.Kind) + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // matchList formats a rule's match as its entries, such as [tenant="acme", path].

@@ -167,6 +167,15 @@ func TestGovernance(t *testing.T) {
 			i, j := slices.Index(rs, rule(m, "enterprise")), slices.Index(rs, rule(m, "tenants"))
 			rs[i], rs[j] = rs[j], rs[i]
 		}, nil},
+		// A source that produces its values otherwise changes what the rule's buckets hold: the
+		// path_match now takes every /v1/ request into the payments bucket. The same source under
+		// another key is a rename, no change.
+		{"source widened", nil, func(m *policy.Model) { m.Domains[0].Source("payments").PathPrefix = "/v1/" },
+			[]want{{"RL020", `rule "payments": matches key "payments", whose source changed from path_match (prefix "/v1/payments", value "payments") to path_match (prefix "/v1/", value "payments")`}}},
+		{"source's key renamed", nil, func(m *policy.Model) {
+			m.Domains[0].Source("plan").Key = "tier"
+			rule(m, "gold").Match[0].Key = "tier"
+		}, nil},
 		{"match narrowed", nil, func(m *policy.Model) { rule(m, "enterprise").Match[0].Value = "ent-gold-*" }, nil},
 		{"cost raised", nil, func(m *policy.Model) { rule(m, "tenants").Limits[0].Cost = 5 },
 			[]want{{"RL020", `rule "tenants": limit tightened from 50000/1m at cost 1 to 50000/1m at cost 5 (−80%)`}}},

@@ -19,7 +19,10 @@ when the rule gains a limit. Rates are compared as what one key gets: in request
 cost, in one sub-shard (a key whose traffic comes from one attribute value gets one shard's
 share), so 100/1s becoming 100/1s at cost 2, or over 4 sub_shards, is tighter, and 500/1s at
 cost 5 is not. A rule is tighter too when its match selects requests the base's did not (a
-wider wildcard, any value for an exact one: those requests meet a limit they had not). And a rule
+wider wildcard, any value for an exact one: those requests meet a limit they had not), and when
+the source of one of its keys produces values otherwise (a path_match prefix that takes more
+paths, an address mask that puts a /24 in one bucket). A key renamed with its source unchanged
+is no change. And a rule
 moved ahead of another whose wildcard competes with its own ("/v1/*" and "/v1/orders*"), or left
 first when such a rule is removed or narrowed, takes the values both match, which lookup gives to the rule
 declared first: when its limits are tighter than that rule's, those requests are limited harder.
