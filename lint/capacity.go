@@ -62,6 +62,14 @@ func checkShardRounding(_ *policy.Domain, r *policy.Rule, e *emitter) {
 		if lost := l.Requests - total; lost*100 > l.Requests {
 			e.at(l.Pos, r, "%s: %d sub_shards of %d each admit %d a window together, not %d (%d%% less): make requests a multiple of %d, or shard fewer ways",
 				limitName(r, i), n, l.Requests/n, total, l.Requests, lost*100/l.Requests, n)
+			continue
+		}
+		// A burst set apart from requests is split the same way (engine.Shard).
+		if b := l.Burst; b != l.Requests && b >= n {
+			if lost := b - b/n*n; lost*100 > b {
+				e.at(l.Pos, r, "%s: %d sub_shards of burst %d each hold %d together, not %d (%d%% less): make burst a multiple of %d, or shard fewer ways",
+					limitName(r, i), n, b/n, b/n*n, b, lost*100/b, n)
+			}
 		}
 	}
 }

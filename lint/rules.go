@@ -366,14 +366,14 @@ Example:
 	}, perRule(checkPathWithQuery)},
 	{finding.Rule{
 		ID: "RL028", Name: "shard-rounding", Severity: finding.Warning,
-		Summary: "A sub-sharded limit whose shards admit over 1% less together than the limit.",
+		Summary: "A sub-sharded limit whose shards admit (or whose bursts hold) over 1% less together than the limit.",
 		Help: `A sub-sharded rule splits each limit among its shards: each holds requests / count, rounded
 down to a whole request (and its burst likewise), because a shard's bucket counts whole tokens. When
 requests is not a multiple of the count, the shards together admit less than the limit says: 31 a
-second over 16 shards is 1 a shard, 16 a second in all. A loss of 1% or less (1,000 over 16 is
-992) is not reported.
+second over 16 shards is 1 a shard, 16 a second in all. A burst set apart from requests is split
+the same way. A loss of 1% or less (1,000 over 16 is 992) is not reported.
 
-Fix: make requests a multiple of sub_shards count, or use fewer shards.
+Fix: make requests (and burst) a multiple of sub_shards count, or use fewer shards.
 
 Example:
 
