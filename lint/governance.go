@@ -315,6 +315,9 @@ func (c *domainChange) within(m, base []policy.Match) bool {
 		switch b.Kind {
 		case policy.MatchAny:
 		case policy.MatchWildcard:
+			if wildcardPrefix(b) == "" {
+				break // "*" matches every value, as a key-only match does
+			}
 			if x.Kind == policy.MatchAny || !strings.HasPrefix(wildcardPrefix(x), wildcardPrefix(b)) {
 				return false
 			}

@@ -176,6 +176,10 @@ func TestGovernance(t *testing.T) {
 			m.Domains[0].Source("plan").Key = "tier"
 			rule(m, "gold").Match[0].Key = "tier"
 		}, nil},
+		{"match of every value written otherwise", nil, func(m *policy.Model) {
+			r := rule(m, "tenants") // "*" becomes key-only: the same values
+			r.Match[0].Value, r.Match[0].Kind = "", policy.MatchAny
+		}, nil},
 		{"match narrowed", nil, func(m *policy.Model) { rule(m, "enterprise").Match[0].Value = "ent-gold-*" }, nil},
 		{"cost raised", nil, func(m *policy.Model) { rule(m, "tenants").Limits[0].Cost = 5 },
 			[]want{{"RL020", `rule "tenants": limit tightened from 50000/1m at cost 1 to 50000/1m at cost 5 (−80%)`}}},
