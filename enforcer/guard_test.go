@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rlctl/rlctl/engine"
@@ -208,6 +209,27 @@ func TestGuardedStoreLateRepliesKeepBreakerClosed(t *testing.T) {
 	}
 	if got := br.State(); got != BreakerClosed {
 		t.Errorf("breaker: got %v, want closed", got)
+	}
+}
+
+// TestGuardedStoreLatencyIsTheCalls: rate_limit_store_call_seconds records the store's own time
+// for a take, not the request's wait: a store that answers in 30 ms after the request stopped
+// waiting at 2 ms read as a 2 ms store.
+func TestGuardedStoreLatencyIsTheCalls(t *testing.T) {
+	clock := engine.ClockFunc(func() int64 { return time.Now().UnixMilli() })
+	br := newBreaker(100, 60_000, clock, func(from, to BreakerState) {})
+	mx := newMetrics(nil, nil)
+	g := newGuardedStore(stubStore{delay: 30 * time.Millisecond}, 2*time.Millisecond, true, br, clock, newOrder(clock, false), nil, mx)
+	if _, err := g.Take(context.Background(), engine.TakeRequest{Key: "k", Want: 1, Min: 1}); !errors.Is(err, ErrStoreTimeout) {
+		t.Fatalf("got %v, want %v", err, ErrStoreTimeout)
+	}
+	g.calls.Wait()
+	var m dto.Metric
+	if err := mx.storeLatency.WithLabelValues("take").(prometheus.Histogram).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if h := m.GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() < 0.030 {
+		t.Errorf("take latency: %d samples summing %.4f s, want 1 of at least 0.030 s", h.GetSampleCount(), h.GetSampleSum())
 	}
 }
 

@@ -69,12 +69,13 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 	}, []string{"reason", "domain", "rule"})
 	m.storeCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_store_calls_total",
-		Help: "Store calls by op (take, return) and result (granted, denied, error, timeout, circuit_open).",
+		Help: "Store calls by op and result: take granted, denied, error, timeout, circuit_open or late (a reply that " +
+			"came after the request stopped waiting); return ok or error.",
 	}, []string{"op", "result"})
 	m.storeLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "rate_limit_store_call_seconds",
-		Help:    "Latency of store calls by op.",
-		Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 25e-3},
+		Help:    "The store's own time for each call, by op: a take that outlived the request's wait counts until its reply or its own deadline.",
+		Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3},
 	}, []string{"op"})
 	m.leaseSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "rate_limit_lease_tokens",
