@@ -13,6 +13,19 @@ import (
 // page of the admin server at addr, or -1 when there is none.
 func Metric(t testing.TB, addr, prefix string) float64 {
 	t.Helper()
+	for _, line := range strings.Split(MetricsPage(t, addr), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix+" "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// MetricsPage returns the Prometheus /metrics page of the admin server at addr.
+func MetricsPage(t testing.TB, addr string) string {
+	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -22,12 +35,5 @@ func Metric(t testing.TB, addr, prefix string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix+" "); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				return f
-			}
-		}
-	}
-	return -1
+	return string(b)
 }

@@ -3,8 +3,6 @@ package controlplane_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
@@ -74,17 +72,8 @@ func TestMadeUpTypeURLs(t *testing.T) {
 // once, and the sum of rlctl_xds_pushes_total over its series.
 func typeSeries(t *testing.T, addr string) (labels []string, pushes float64) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	label := regexp.MustCompile(`^rlctl_xds_\w+\{.*type_url="([^"]*)".*\} (\S+)$`)
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(clitest.MetricsPage(t, addr), "\n") {
 		m := label.FindStringSubmatch(line)
 		if m == nil {
 			continue
