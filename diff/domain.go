@@ -52,11 +52,11 @@ func domainSettings(bd, hd *policy.Domain) []Change {
 		bs, hs := bd.Source(k), hd.Source(k)
 		switch {
 		case bs == nil:
-			add("source "+k, "", sourceString(hs), policy.Pos{}, hs.Pos)
+			add("source "+k, "", hs.Describe(), policy.Pos{}, hs.Pos)
 		case hs == nil:
-			add("source "+k, sourceString(bs), "", bs.Pos, policy.Pos{})
-		case !used[k] && sourceString(bs) != sourceString(hs):
-			add("source "+k+" (no rule uses it)", sourceString(bs), sourceString(hs), bs.Pos, hs.Pos)
+			add("source "+k, bs.Describe(), "", bs.Pos, policy.Pos{})
+		case !used[k] && bs.Describe() != hs.Describe():
+			add("source "+k+" (no rule uses it)", bs.Describe(), hs.Describe(), bs.Pos, hs.Pos)
 		}
 	}
 	return slices.Clip(cs)

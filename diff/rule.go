@@ -111,7 +111,7 @@ func (d *ruleDiff) descriptors(bd, hd *policy.Domain) {
 		if bs == nil || hs == nil {
 			continue
 		}
-		if b, h := sourceString(bs), sourceString(hs); b != h {
+		if b, h := bs.Describe(), hs.Describe(); b != h {
 			d.addAt(KindDescriptor, "descriptor "+key+":", b, h, bs.Pos, hs.Pos)
 		}
 	}

@@ -1,7 +1,6 @@
 package diff
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -104,38 +103,6 @@ func matchString(ms []policy.Match) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// sourceString writes how a source builds its entry: "header x-tenant-id".
-func sourceString(s *policy.Source) string {
-	switch s.Kind {
-	case policy.SourceHeader:
-		return "header " + s.Header
-	case policy.SourceJWTClaim:
-		return fmt.Sprintf("jwt claim %s (%s/%s)", s.Claim, s.MetadataNamespace, s.MetadataKey)
-	case policy.SourceRemoteAddress:
-		return "remote address, mask " + string(cmp.Or(s.Mask, policy.MaskNone))
-	case policy.SourceGenericKey:
-		return "generic key " + s.Value
-	case policy.SourcePathMatch:
-		if s.PathExact != "" {
-			return fmt.Sprintf("path exact %s → %s", s.PathExact, s.Value)
-		}
-		return fmt.Sprintf("path prefix %s → %s", s.PathPrefix, s.Value)
-	case policy.SourceIdentity:
-		steps := make([]string, len(s.Waterfall))
-		for i, st := range s.Waterfall {
-			steps[i] = string(st.Tier)
-			if v := st.Header + st.Claim; v != "" {
-				steps[i] += "(" + v + ")"
-			}
-			if st.Tier == policy.TierSubnet && s.Mask == policy.MaskNone {
-				steps[i] += "(whole address)"
-			}
-		}
-		return "identity " + strings.Join(steps, " > ")
-	}
-	return string(s.Kind)
 }
 
 func leaseString(l policy.Lease) string {

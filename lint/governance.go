@@ -3,7 +3,6 @@ package lint
 import (
 	"fmt"
 	"math/big"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -341,41 +340,16 @@ func (c *domainChange) sourceChanged(base, r *policy.Rule) (string, bool) {
 		}
 		hs, bs := c.head.Source(m.Key), c.base.Source(m.Key)
 		if hs != nil && bs != nil && !sameSource(hs, bs) {
-			return fmt.Sprintf("matches key %q, whose source changed from %s to %s", m.Key, describeSource(bs), describeSource(hs)), true
+			return fmt.Sprintf("matches key %q, whose source changed from %s to %s", m.Key, bs.Describe(), hs.Describe()), true
 		}
 	}
 	return "", false
 }
 
-// sameSource reports whether a and b produce the same entry values from every request: all but
-// their keys and positions are equal.
+// sameSource reports whether a and b produce the same entry values from every request, as rlctl
+// diff compares them (policy.Source.Describe).
 func sameSource(a, b *policy.Source) bool {
-	if a == nil || b == nil {
-		return false
-	}
-	x, y := *a, *b
-	x.Key, y.Key, x.Pos, y.Pos = "", "", policy.Pos{}, policy.Pos{}
-	return reflect.DeepEqual(x, y)
-}
-
-// describeSource is a source's kind and settings, such as path_match (exact "/v1/orders").
-func describeSource(s *policy.Source) string {
-	var parts []string
-	add := func(name, v string) {
-		if v != "" {
-			parts = append(parts, fmt.Sprintf("%s %q", name, v))
-		}
-	}
-	add("header", s.Header)
-	add("claim", s.Claim)
-	add("mask", string(s.Mask))
-	add("exact", s.PathExact)
-	add("prefix", s.PathPrefix)
-	add("value", s.Value)
-	for _, st := range s.Waterfall {
-		parts = append(parts, string(st.Tier))
-	}
-	return string(s.Kind) + " (" + strings.Join(parts, ", ") + ")"
+	return a != nil && b != nil && a.Describe() == b.Describe()
 }
 
 // matchList formats a rule's match as its entries, such as [tenant="acme", path].

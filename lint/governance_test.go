@@ -171,7 +171,7 @@ func TestGovernance(t *testing.T) {
 		// path_match now takes every /v1/ request into the payments bucket. The same source under
 		// another key is a rename, no change.
 		{"source widened", nil, func(m *policy.Model) { m.Domains[0].Source("payments").PathPrefix = "/v1/" },
-			[]want{{"RL020", `rule "payments": matches key "payments", whose source changed from path_match (prefix "/v1/payments", value "payments") to path_match (prefix "/v1/", value "payments")`}}},
+			[]want{{"RL020", `rule "payments": matches key "payments", whose source changed from path prefix /v1/payments → payments to path prefix /v1/ → payments`}}},
 		{"source's key renamed", nil, func(m *policy.Model) {
 			m.Domains[0].Source("plan").Key = "tier"
 			rule(m, "gold").Match[0].Key = "tier"

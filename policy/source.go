@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -359,4 +361,37 @@ func parseRemoteAddr(addr string) (netip.Addr, bool) {
 func pathIs(p, exact string) bool {
 	rest, ok := strings.CutPrefix(p, exact)
 	return ok && (rest == "" || rest[0] == '?')
+}
+
+// Describe says how s builds its entry, such as "header x-tenant-id" or "path exact /v1/orders →
+// orders": two sources whose descriptions are equal produce the same value from every request.
+func (s *Source) Describe() string {
+	switch s.Kind {
+	case SourceHeader:
+		return "header " + s.Header
+	case SourceJWTClaim:
+		return fmt.Sprintf("jwt claim %s (%s/%s)", s.Claim, s.MetadataNamespace, s.MetadataKey)
+	case SourceRemoteAddress:
+		return "remote address, mask " + string(cmp.Or(s.Mask, MaskNone))
+	case SourceGenericKey:
+		return "generic key " + s.Value
+	case SourcePathMatch:
+		if s.PathExact != "" {
+			return fmt.Sprintf("path exact %s → %s", s.PathExact, s.Value)
+		}
+		return fmt.Sprintf("path prefix %s → %s", s.PathPrefix, s.Value)
+	case SourceIdentity:
+		steps := make([]string, len(s.Waterfall))
+		for i, st := range s.Waterfall {
+			steps[i] = string(st.Tier)
+			if v := st.Header + st.Claim; v != "" {
+				steps[i] += "(" + v + ")"
+			}
+			if st.Tier == TierSubnet && s.Mask == MaskNone {
+				steps[i] += "(whole address)"
+			}
+		}
+		return "identity " + strings.Join(steps, " > ")
+	}
+	return string(s.Kind)
 }
