@@ -58,7 +58,7 @@ func PlanRule(domain string, r *policy.Rule) (*RulePlan, error) {
 	}
 	defaultFallback := DefaultFallbackLimits(r, limits)
 	for i, l := range defaultFallback {
-		if r.FailureMode == policy.FailClosed || fallback != nil {
+		if !UsesDefaultFallback(r) {
 			break // a default it never uses
 		}
 		if err := l.Validate(); err != nil {
@@ -68,7 +68,7 @@ func PlanRule(domain string, r *policy.Rule) (*RulePlan, error) {
 	return &RulePlan{
 		Domain: domain, Rule: r, Limits: limits, Fallback: fallback, DefaultFallback: defaultFallback,
 		Shards: ruleShards(r),
-		Cost:   max(r.Limits[0].Cost, 1), FailClosed: r.FailureMode == policy.FailClosed,
+		Cost:   RuleCost(r), FailClosed: r.FailureMode == policy.FailClosed,
 		Lease: LeaseSettings(r.Lease), keyPrefix: AppendKey(nil, domain, r.Name), matchKeys: matchKeyParts(r),
 	}, nil
 }
@@ -162,6 +162,26 @@ func FallbackLimits(r *policy.Rule) ([]Limit, error) {
 		return fb, fmt.Errorf("fallback: %w", err)
 	}
 	return fb, nil
+}
+
+// RuleCost is what one request of r spends unless it says otherwise: the first limit's cost (every
+// limit's, as policy.Validate requires them equal), at least 1.
+func RuleCost(r *policy.Rule) int64 {
+	if len(r.Limits) == 0 {
+		return 1
+	}
+	return max(r.Limits[0].Cost, 1)
+}
+
+// RuleShards is the number of sub-shards r's keys are split into, 1 when it has none.
+func RuleShards(r *policy.Rule) int64 {
+	return max(int64(ruleShards(r)), 1)
+}
+
+// UsesDefaultFallback reports whether a store outage bounds r's keys by DefaultFallbackLimits:
+// a fail-open rule without a fallback of its own.
+func UsesDefaultFallback(r *policy.Rule) bool {
+	return r.FailureMode != policy.FailClosed && r.Fallback == nil
 }
 
 // DefaultFallbackLimits returns the bound of a key of fail-open rule r, whose engine limits are

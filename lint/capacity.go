@@ -49,11 +49,10 @@ func checkLowWatermark(_ *policy.Domain, r *policy.Rule, e *emitter) {
 // (RL028): each shard holds requests / count rounded down (engine.Shard), so 31 a second over 16
 // shards admits 16. A loss of 1% or less is the price of sharding and not reported.
 func checkShardRounding(_ *policy.Domain, r *policy.Rule, e *emitter) {
-	ss := r.SubShards
-	if ss == nil || ss.Count < 2 {
+	n := engine.RuleShards(r)
+	if n < 2 {
 		return
 	}
-	n := int64(ss.Count)
 	for i, l := range r.Limits {
 		if l.Requests < n {
 			continue // refused by the model's own validation

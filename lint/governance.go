@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/finding"
 	"github.com/rlctl/rlctl/policy"
 )
@@ -36,6 +37,8 @@ type domainChange struct {
 	removed []*policy.Rule
 	// today is the day of the check, at 00:00 UTC.
 	today time.Time
+	// baseAt is each base rule's place in the base's declared order (overtakes).
+	baseAt map[*policy.Rule]int
 }
 
 type rulePair struct {
@@ -180,10 +183,13 @@ func checkEnterAtShadow(c *domainChange, e *emitter) {
 // tighter than that rule's were. how says which of the three it is.
 func (c *domainChange) overtakes(i int) (b *policy.Rule, how, what string, ok bool) {
 	a := c.rules[i]
-	baseAt := map[*policy.Rule]int{}
-	for j, r := range c.base.Rules {
-		baseAt[r] = j
+	if c.baseAt == nil {
+		c.baseAt = map[*policy.Rule]int{}
+		for j, r := range c.base.Rules {
+			c.baseAt[r] = j
+		}
 	}
+	baseAt := c.baseAt
 	type passed struct {
 		r   *policy.Rule
 		how string
@@ -216,10 +222,9 @@ func (c *domainChange) overtakes(i int) (b *policy.Rule, how, what string, ok bo
 	return nil, "", "", false
 }
 
-// tightened says how r got tighter than base: a match that selects requests base's did not (they
-// meet a limit they had not), a limit whose rate (requests per window) or capacity (burst) is
-// lower, a limit base did not have, a higher cost, or more sub-shards (a key whose traffic comes
-// from one attribute value gets a smaller share). Limits are compared by position.
+// tightened says how r got tighter than base: a source of one of its keys that produces values
+// otherwise, a match that selects requests base's did not (they meet a limit they had not), or
+// limits tighter for one key (limitsTightened).
 func (c *domainChange) tightened(base, r *policy.Rule) (string, bool) {
 	if what, ok := c.sourceChanged(base, r); ok {
 		return what, true
@@ -236,8 +241,8 @@ func (c *domainChange) tightened(base, r *policy.Rule) (string, bool) {
 // sub-shard (a key whose traffic comes from one attribute value gets one shard's share). 100/1s
 // becoming 500/1s at cost 5, or 400/1s over 4 sub-shards, is no tighter.
 func limitsTightened(base, r *policy.Rule) (string, bool) {
-	bc, hc := ruleCost(base), ruleCost(r)
-	bs, hs := int64(subShards(base)), int64(subShards(r))
+	bc, hc := engine.RuleCost(base), engine.RuleCost(r)
+	bs, hs := engine.RuleShards(base), engine.RuleShards(r)
 	share := func(c, s int64) string { // the cost and sharding a rate is of, where they changed
 		var out string
 		if bc != hc {
@@ -274,14 +279,6 @@ func limitsTightened(base, r *policy.Rule) (string, bool) {
 	return "", false
 }
 
-// ruleCost is what one request of r spends: its first limit's cost, at least 1.
-func ruleCost(r *policy.Rule) int64 {
-	if len(r.Limits) == 0 {
-		return 1
-	}
-	return max(r.Limits[0].Cost, 1)
-}
-
 // product multiplies xs exactly.
 func product(xs ...int64) *big.Int {
 	p := big.NewInt(1)
@@ -289,14 +286,6 @@ func product(xs ...int64) *big.Int {
 		p.Mul(p, big.NewInt(x))
 	}
 	return p
-}
-
-// subShards is r's sub-shard count, 1 when it has none.
-func subShards(r *policy.Rule) int {
-	if r.SubShards == nil || r.SubShards.Count < 2 {
-		return 1
-	}
-	return r.SubShards.Count
 }
 
 // within reports whether every descriptor that match m selects, match base selects too: the same

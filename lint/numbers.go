@@ -107,7 +107,7 @@ func inexactLimits(r *policy.Rule) []inexact {
 			}
 		}
 	}
-	if len(out) == 0 && r.Gateways >= 2 && r.FailureMode != policy.FailClosed && r.Fallback == nil {
+	if len(out) == 0 && r.Gateways >= 2 && engine.UsesDefaultFallback(r) {
 		for i, l := range engine.DefaultFallbackLimits(r, shares) {
 			if !l.ExactRangeOK() {
 				out = append(out, inexact{pos: r.Limits[i].Pos, field: "gateways",
