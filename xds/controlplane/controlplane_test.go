@@ -19,7 +19,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -254,11 +253,7 @@ func TestEnforcerAwaitsSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	conn, err := grpc.NewClient(e.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dial(t, e.GRPCAddr())
 	m := &member{id: "t", e: e, client: rlsNew(conn)}
 	health := healthpb.NewHealthClient(conn)
 

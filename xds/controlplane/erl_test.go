@@ -13,8 +13,6 @@ import (
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rlctl/rlctl/internal/clitest"
 	"github.com/rlctl/rlctl/internal/redistest"
@@ -85,12 +83,7 @@ func TestERLOverXDS(t *testing.T) {
 		}
 	})
 
-	conn, err := grpc.NewClient(net.JoinHostPort("127.0.0.1", strconv.Itoa(grpcPort)), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := rlsv3.NewRateLimitServiceClient(conn)
+	client := rlsv3.NewRateLimitServiceClient(dial(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(grpcPort))))
 	askKey := func(key, value string) (*rlsv3.RateLimitResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

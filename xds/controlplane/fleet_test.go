@@ -180,15 +180,8 @@ func spawnMember(t *testing.T, xdsAddr string, i int) *member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(e.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		e.Close()
-	})
-	return &member{id: id, e: e, client: rlsv3.NewRateLimitServiceClient(conn)}
+	t.Cleanup(func() { e.Close() })
+	return &member{id: id, e: e, client: rlsv3.NewRateLimitServiceClient(dial(t, e.GRPCAddr()))}
 }
 
 // ask sends one tenant_catalog request for tenant.
@@ -271,6 +264,17 @@ func (l *fleetLoad) stop() (calls, errs int64, first string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.calls.Load(), l.errs.Load(), l.firstErr
+}
+
+// dial connects to the gRPC server at addr (loopback, no TLS), closed when the test ends.
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // startServer starts a control plane over dir at addr.
