@@ -261,7 +261,7 @@ func AppendKeyPart(dst []byte, part string) []byte {
 
 // ruleShards is r's number of sub-shard keys, 0 when it is not sub-sharded.
 func ruleShards(r *policy.Rule) int {
-	if r.SubShards == nil || r.SubShards.Count < 2 {
+	if !r.Sharded() {
 		return 0
 	}
 	return r.SubShards.Count

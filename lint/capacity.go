@@ -24,7 +24,7 @@ func checkCostCapacity(_ *policy.Domain, r *policy.Rule, e *emitter) {
 			what = "burst"
 		}
 		capacity := el.Capacity()
-		if r.SubShards != nil && r.SubShards.Count >= 2 {
+		if r.Sharded() {
 			capacity = engine.Shard([]engine.Limit{el}, int64(r.SubShards.Count))[0].Capacity()
 			what = fmt.Sprintf("%s / %d sub_shards", what, r.SubShards.Count)
 		}

@@ -98,7 +98,7 @@ func inexactLimits(r *policy.Rule) []inexact {
 		}
 		shares = append(shares, el)
 	}
-	if ss := r.SubShards; ss != nil && ss.Count >= 2 {
+	if ss := r.SubShards; r.Sharded() {
 		shares = engine.Shard(shares, int64(ss.Count))
 		for i, l := range shares {
 			if !l.ExactRangeOK() {
@@ -209,7 +209,7 @@ func checkHotKey(d *policy.Domain, r *policy.Rule, e *emitter) {
 		return
 	}
 	want := (r.ExpectedPeakQPS + budget - 1) / budget
-	if r.SubShards == nil || r.SubShards.Count < 2 {
+	if !r.Sharded() {
 		e.at(r.Pos, r, "hot key: expected peak %d QPS is over the per-key budget %d QPS and the rule has no sub_shards (want count ≥ %d)",
 			r.ExpectedPeakQPS, budget, want)
 		return

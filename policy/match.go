@@ -128,24 +128,39 @@ func (d *Domain) LookupIndex(entries []Entry) (int, bool) {
 		e := &entries[i] // not a copy: an Entry is two strings
 		next := n.child(e)
 		if next == nil {
-			if r := n.rule; r != nil && sharded(r) && i == len(entries)-1 && e.Key == r.SubShards.Attribute {
+			if r := n.rule; r != nil && r.Sharded() && i == len(entries)-1 && e.Key == r.SubShards.Attribute {
 				return n.at, true
 			}
 			return 0, false
 		}
 		n = next
 	}
-	if n.rule == nil || len(entries) == 0 || sharded(n.rule) {
+	if n.rule == nil || len(entries) == 0 || n.rule.Sharded() {
 		return 0, false
 	}
 	return n.at, true
 }
 
-// sharded reports whether r's descriptors carry a sub-shard entry. Such a rule's descriptor
-// without that entry selects nothing: Envoy's rendered actions always send the entry, and a
-// shorter descriptor of the same entries comes from another rule's shape (the enforcer would
-// otherwise count the request twice, once on shard 0).
-func sharded(r *Rule) bool { return r.SubShards != nil && r.SubShards.Count > 1 }
+// Sharded reports whether r's keys are split into sub-shards (a count of 2 or more), so that its
+// descriptors carry a sub-shard entry. Such a rule's descriptor without that entry selects
+// nothing: Envoy's rendered actions always send the entry, and a shorter descriptor of the same
+// entries comes from another rule's shape (the enforcer would otherwise count the request twice,
+// once on shard 0).
+func (r *Rule) Sharded() bool { return r.SubShards != nil && r.SubShards.Count > 1 }
+
+// DescriptorKeys are the keys of the descriptor that selects r, in order: its match keys, then
+// the sub-shard attribute of a sharded rule. Envoy's actions, simulate's matcher and the
+// enforcer see the same.
+func (r *Rule) DescriptorKeys() []string {
+	keys := make([]string, 0, len(r.Match)+1)
+	for _, m := range r.Match {
+		keys = append(keys, m.Key)
+	}
+	if r.Sharded() {
+		keys = append(keys, r.SubShards.Attribute)
+	}
+	return keys
+}
 
 func (n *node) child(e *Entry) *node {
 	for i := range n.exact {

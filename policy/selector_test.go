@@ -60,7 +60,7 @@ func randomSelectorDomain(rng *rand.Rand, many bool) (*Domain, [][]int) {
 		for _, m := range r.Match {
 			shape = append(shape, index[m.Key])
 		}
-		if sharded(r) {
+		if r.Sharded() {
 			shape = append(shape, index["ip"])
 		}
 		shapes = append(shapes, shape)

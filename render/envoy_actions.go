@@ -122,7 +122,7 @@ func actionsFor(d *policy.Domain, findings *[]Finding) (*domainActions, error) {
 				continue
 			}
 			da.modes[mode] = true
-			keys := ruleKeys(r)
+			keys := r.DescriptorKeys()
 			sig := string(mode) + "\x00" + strings.Join(keys, "\x00")
 			s := byKeys[sig]
 			if s == nil {
@@ -136,7 +136,7 @@ func actionsFor(d *policy.Domain, findings *[]Finding) (*domainActions, error) {
 	openShapes := map[string][]*policy.Rule{}
 	for _, r := range d.Rules {
 		if r.FailureMode != policy.FailClosed {
-			sig := strings.Join(ruleKeys(r), "\x00")
+			sig := strings.Join(r.DescriptorKeys(), "\x00")
 			openShapes[sig] = append(openShapes[sig], r)
 		}
 	}
@@ -209,18 +209,6 @@ func (da *domainActions) checkLiterals(d *policy.Domain, findings *[]Finding) {
 			}
 		}
 	}
-}
-
-// ruleKeys are the descriptor keys of r's descriptor: its match keys, then the sub-shard attribute.
-func ruleKeys(r *policy.Rule) []string {
-	keys := make([]string, 0, len(r.Match)+1)
-	for _, m := range r.Match {
-		keys = append(keys, m.Key)
-	}
-	if r.SubShards != nil && r.SubShards.Count > 1 {
-		keys = append(keys, r.SubShards.Attribute)
-	}
-	return keys
 }
 
 func ruleNames(rs []*policy.Rule) string {

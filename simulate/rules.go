@@ -53,13 +53,7 @@ func newDomainSim(d *policy.Domain) (*domainSim, error) {
 	}
 	seen := map[string]bool{}
 	for _, r := range d.Rules {
-		keys := make([]string, 0, len(r.Match)+1)
-		for _, m := range r.Match {
-			keys = append(keys, m.Key)
-		}
-		if r.SubShards != nil && r.SubShards.Count > 1 {
-			keys = append(keys, r.SubShards.Attribute)
-		}
+		keys := r.DescriptorKeys()
 		var shape []int
 		for _, k := range keys {
 			i, ok := index[k]
@@ -125,7 +119,7 @@ func limitString(r *policy.Rule) string {
 		}
 		parts = append(parts, s)
 	}
-	if r.SubShards != nil && r.SubShards.Count > 1 {
+	if r.Sharded() {
 		parts = append(parts, fmt.Sprintf("%d sub-shards", r.SubShards.Count))
 	}
 	return strings.Join(parts, " + ")
