@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/policy"
 )
 
 // Decision label values of rate_limit_requests_total.
@@ -147,6 +148,39 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 		m.breakerTrans.WithLabelValues(s.String())
 	}
 	return m
+}
+
+// forget deletes the series of the domains and rules of stale that keep does not serve: a rule
+// that a reload removed, or one compiled for a snapshot that was then rejected, must not be
+// exported at its last counts until the process restarts. A rule that comes back starts its
+// series again at 0, which rate() reads as a counter reset. keep may be nil (nothing serving).
+// A request still deciding on the old config when its rule's series go counts in a series no
+// longer exported.
+func (m *metrics) forget(stale *policy.Model, keep *runtimeConfig) {
+	vecs := []*prometheus.CounterVec{m.requests, m.shadowBlocks, m.bypassed}
+	drop := func(labels prometheus.Labels) {
+		for _, v := range vecs {
+			v.DeletePartialMatch(labels)
+		}
+	}
+	for _, d := range stale.Domains {
+		if d == nil {
+			continue
+		}
+		var kept *domainState
+		if keep != nil {
+			kept = keep.domains[d.Name]
+		}
+		if kept == nil {
+			drop(prometheus.Labels{"domain": d.Name})
+			continue
+		}
+		for _, r := range d.Rules {
+			if r != nil && !kept.has(r.Name) {
+				drop(prometheus.Labels{"domain": d.Name, "rule": r.Name})
+			}
+		}
+	}
 }
 
 // trackKeys registers the key-cap gauges of c: the keys tracked now, the bound, and the

@@ -77,6 +77,8 @@ func (e *Enforcer) serving(s snapshot) bool {
 func (e *Enforcer) swap(s snapshot) error {
 	rc, err := compile(s.model, s.version, e.conf.InstanceID, e.mx, e.leasing)
 	if err != nil {
+		// compile made the series of the rules it reached before it failed.
+		e.mx.forget(s.model, e.cfg.Load())
 		return err
 	}
 	rc.keepMeters(e.cfg.Load())
@@ -89,6 +91,7 @@ func (e *Enforcer) swap(s snapshot) error {
 	old := e.cfg.Swap(rc)
 	if old != nil {
 		e.mx.configInfo.DeleteLabelValues(old.version)
+		e.mx.forget(old.model, rc)
 	}
 	e.loadedAt.Store(now)
 	e.mx.configInfo.WithLabelValues(rc.version).Set(1)

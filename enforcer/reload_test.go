@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/rlctl/rlctl/internal/clitest"
 	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/journal"
@@ -323,5 +325,61 @@ func TestReloadChangesLimitOfBusyKey(t *testing.T) {
 	if got := hammer(t, srv, ins, 4, 300*time.Millisecond, 0); got.admitted < min(300, got.requests*2/3) || got.errs > 0 {
 		t.Errorf("raised from 5 to 100,000 a minute: %d of %d admitted, %d errors (%s); want 300 or more",
 			got.admitted, got.requests, got.errs, got.firstErr)
+	}
+}
+
+// TestReloadForgetsRemovedRules: a reload that removes a rule, or a domain, takes their series
+// off /metrics, and so does a snapshot rejected after compiling some of its rules; the rules
+// that stay keep their counts. They stayed exported at their last counts until a restart.
+func TestReloadForgetsRemovedRules(t *testing.T) {
+	m := testModel()
+	other := &policy.Domain{Name: "other", Rules: []*policy.Rule{
+		testRule("gone-with-domain", 3, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen)}}
+	m.Domains = append(m.Domains, other)
+	in := spawn(t, m, nil)
+	in.ask(t, "edge", []string{"stage=enforce", "user=a"})
+	in.ask(t, "edge", []string{"stage=shadow", "user=a"})
+	series := func(domain, rule, decision string) float64 {
+		return in.metric(t, `rate_limit_requests_total{decision="`+decision+`",domain="`+domain+`",rule="`+rule+`"}`)
+	}
+	if got := series("edge", "shadow", "ok"); got != 1 {
+		t.Fatalf("before the reload, the shadow rule's ok series is %v, want 1", got)
+	}
+	if got := series("other", "", "ok"); got != 0 {
+		t.Fatalf("before the reload, the other domain's unmatched series is %v, want 0", got)
+	}
+
+	reduced := testModel()
+	reduced.Domains[0].Rules = slices.DeleteFunc(reduced.Domains[0].Rules, func(r *policy.Rule) bool { return r.Name == "shadow" })
+	writeSnapshot(t, in.path, reduced)
+	if err := in.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	page := clitest.MetricsPage(t, in.AdminAddr())
+	for _, gone := range []string{`rule="shadow"`, `domain="other"`} {
+		if strings.Contains(page, gone) {
+			t.Errorf("after the reload /metrics still has series with %s", gone)
+		}
+	}
+	if got := series("edge", "enforce", "ok"); got != 1 {
+		t.Errorf("the enforce rule's ok series is %v after the reload, want 1 (kept)", got)
+	}
+
+	// A snapshot that compile rejects after its first domain: the rule it compiled there must
+	// not stay behind.
+	bad := testModel()
+	bad.Domains[0].Rules = append(bad.Domains[0].Rules, testRule("never-served", 3, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen))
+	bad.Domains = append(bad.Domains, bad.Domains[0])
+	in.reloadMu.Lock()
+	err := in.swap(snapshot{model: bad, version: "bad"})
+	in.reloadMu.Unlock()
+	if err == nil {
+		t.Fatal("a snapshot with a domain twice was accepted")
+	}
+	if page := clitest.MetricsPage(t, in.AdminAddr()); strings.Contains(page, `rule="never-served"`) {
+		t.Error("a rejected snapshot's rule has series on /metrics")
+	}
+	if got := series("edge", "enforce", "ok"); got != 1 {
+		t.Errorf("the enforce rule's ok series is %v after a rejected snapshot, want 1 (kept)", got)
 	}
 }

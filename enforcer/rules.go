@@ -27,6 +27,16 @@ type domainState struct {
 	unmatched prometheus.Counter // requests_total{rule="",decision="ok"}
 }
 
+// has reports whether the domain has a rule of that name.
+func (ds *domainState) has(rule string) bool {
+	for _, rs := range ds.rules {
+		if rs.name == rule {
+			return true
+		}
+	}
+	return false
+}
+
 // ruleState is a rule compiled for the request path: the engine's plan for it, and what this
 // instance adds around the plan (its stage here, response views, metrics).
 type ruleState struct {
