@@ -2,6 +2,8 @@ package enforcer
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
@@ -49,5 +51,41 @@ func TestFailureModeHeader(t *testing.T) {
 	// An unknown mode answers every descriptor: both are over their limit now.
 	if got, want := askAs("sometimes"), [2]string{"OVER_LIMIT", "OVER_LIMIT"}; got != want {
 		t.Errorf("unknown mode: got %v, want %v", got, want)
+	}
+}
+
+// TestFailedClosedCountedApart: with the store unreachable, a fail-closed rule's denials are
+// counted as decision="failed_closed", not as over its limit, at every stage: an enforce rule
+// still answers OVER_LIMIT, a shadow rule admits without a RateLimitShadowBlock event, and a
+// soft rule warns. They were counted as over_limit, shadow_over and soft_over, so an outage read
+// as traffic over the limits (and fired RateLimitRuleWouldDeny on shadow rules).
+func TestFailedClosedCountedApart(t *testing.T) {
+	m := testModel()
+	m.Domains[0].Rules = append(m.Domains[0].Rules,
+		testRule("shadow-closed", 3, policy.Stage{Name: policy.StageShadow}, policy.FailClosed),
+		testRule("soft-closed", 3, policy.Stage{Name: policy.StageSoft}, policy.FailClosed))
+	in := spawn(t, m, func(c *Config) { c.Store, c.RedisURL = "redis", "redis://127.0.0.1:1/0" })
+	resp := in.ask(t, "edge", []string{"stage=enforce", "user=u"}, []string{"stage=shadow-closed", "user=u"},
+		[]string{"stage=soft-closed", "user=u"})
+	var codes []string
+	for _, st := range resp.Statuses {
+		codes = append(codes, st.Code.String())
+	}
+	if want := []string{"OVER_LIMIT", "OK", "OK"}; !slices.Equal(codes, want) {
+		t.Errorf("codes %v, want %v", codes, want)
+	}
+	if header(resp, HeaderWarning) == "" {
+		t.Errorf("no %s header for the soft rule", HeaderWarning)
+	}
+	for _, rule := range []string{"enforce", "shadow-closed", "soft-closed"} {
+		for decision, want := range map[string]float64{"failed_closed": 1, "over_limit": 0, "shadow_over": 0, "soft_over": 0} {
+			metric := `rate_limit_requests_total{decision="` + decision + `",domain="edge",rule="` + rule + `"}`
+			if got := in.metric(t, metric); got != want {
+				t.Errorf("%s = %v, want %v", metric, got, want)
+			}
+		}
+	}
+	if strings.Contains(in.logs.String(), "RateLimitShadowBlock") {
+		t.Error("a shadow rule failing closed on an unavailable store logged a RateLimitShadowBlock event")
 	}
 }

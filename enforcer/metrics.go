@@ -20,6 +20,9 @@ const (
 	decisionOverLimit = "over_limit"  // rejected
 	decisionShadow    = "shadow_over" // over the limit in shadow: admitted, counted
 	decisionSoft      = "soft_over"   // over the limit in soft (or canary off its share): admitted with a warning
+	// The store was unavailable and the rule fails closed: denied at enforce, admitted with a
+	// warning at soft, admitted at shadow, and counted apart from the limit's decisions.
+	decisionFailedClosed = "failed_closed"
 )
 
 // Bypass reasons of rate_limit_bypassed_total.
@@ -58,7 +61,8 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_requests_total",
-		Help: "Descriptors decided, by domain, rule (\"\" when none matched) and decision (ok, over_limit, shadow_over, soft_over).",
+		Help: "Descriptors decided, by domain, rule (\"\" when none matched) and decision (ok, over_limit, shadow_over, soft_over, or failed_closed: " +
+			"the store was unavailable and the rule fails closed, which denies at the enforce stage).",
 	}, []string{"domain", "rule", "decision"})
 	m.shadowBlocks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_shadow_block_total",

@@ -46,9 +46,9 @@ type ruleState struct {
 	mode  policy.Mode
 	lms   []*engine.LeaseManager // per lease stripe (see order)
 
-	ok, over, shadowOver, softOver prometheus.Counter
-	shadowBlock                    prometheus.Counter
-	bypassOpen, bypassError        prometheus.Counter
+	ok, over, shadowOver, softOver, failedClosed prometheus.Counter
+	shadowBlock                                  prometheus.Counter
+	bypassOpen, bypassError                      prometheus.Counter
 
 	lastShadowLog    atomic.Int64 // unix ms of the last RateLimitShadowBlock log line
 	shadowSuppressed atomic.Int64
@@ -147,6 +147,7 @@ func compileRule(domain string, r *policy.Rule, instance string, mx *metrics, ls
 	rs.over = mx.requests.WithLabelValues(domain, r.Name, decisionOverLimit)
 	rs.shadowOver = mx.requests.WithLabelValues(domain, r.Name, decisionShadow)
 	rs.softOver = mx.requests.WithLabelValues(domain, r.Name, decisionSoft)
+	rs.failedClosed = mx.requests.WithLabelValues(domain, r.Name, decisionFailedClosed)
 	rs.shadowBlock = mx.shadowBlocks.WithLabelValues(domain, r.Name)
 	rs.bypassOpen = mx.bypassed.WithLabelValues(bypassCircuitOpen, domain, r.Name)
 	rs.bypassError = mx.bypassed.WithLabelValues(bypassStoreError, domain, r.Name)

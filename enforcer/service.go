@@ -94,7 +94,7 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			limits, views = rs.override(d.Limit)
 		}
 		kb.b = rs.appendKey(kb.b[:0], ents[:len(d.Entries)], d.Limit)
-		v := e.decide(ctx, rs, kb.b, limits, cost, seq, i, req.Domain, cfg.gen, d.Limit)
+		v, unavailable := e.decide(ctx, rs, kb.b, limits, cost, seq, i, req.Domain, cfg.gen, d.Limit)
 
 		view := views[0]
 		if v.Limiting > 0 && v.Limiting < len(views) {
@@ -105,23 +105,33 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		st.DurationUntilReset.Seconds, st.DurationUntilReset.Nanos = v.ResetMs/1000, int32(v.ResetMs%1000)*1e6
 
 		c := headerChoice{view: view, remaining: v.Remaining, resetMs: v.ResetMs}
+		// The counts: a fail-closed verdict of an unavailable store is counted apart from the
+		// limit's, at any stage, so that an outage does not read as traffic over its limits.
 		switch {
 		case !v.Over:
 			rs.ok.Inc()
+		case unavailable:
+			rs.failedClosed.Inc()
 		case rs.mode == policy.ModeEnforce:
 			rs.over.Inc()
-			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			c.retryMs = max(v.RetryMs, 1)
 		case rs.mode == policy.ModeSoft:
 			rs.softOver.Inc()
-			c.warn = true
-			c.overPct = overPercent(view.over.add(kb.b, cost, e.clock.Now()), view.requests)
-			warned = c
 		default:
 			rs.shadowOver.Inc()
 			rs.shadowBlock.Inc()
 			e.shadowEvent(rs, kb.b, cost)
+		}
+		// The answer: the stage decides what an over verdict does, whatever its cause.
+		switch {
+		case !v.Over:
+		case rs.mode == policy.ModeEnforce:
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			c.retryMs = max(v.RetryMs, 1)
+		case rs.mode == policy.ModeSoft:
+			c.warn = true
+			c.overPct = overPercent(view.over.add(kb.b, cost, e.clock.Now()), view.requests)
+			warned = c
 		}
 		if c.better(&choice) {
 			choice = c
@@ -166,12 +176,12 @@ func (kb *keyBuf) release() {
 }
 
 // decide asks the rule's plan for cost tokens of the key in kb, which applies the rule's failure
-// mode when the store is unavailable, and counts the requests that mode admits. With a journal,
+// mode when the store is unavailable, and counts the requests that mode admits. unavailable
+// reports a denial of that mode: the store was unavailable and the rule fails closed. With a journal,
 // the decision and its record are one section of the key's stripe (see order); without one it
 // takes the key as bytes and does not allocate.
 func (e *Enforcer) decide(ctx context.Context, rs *ruleState, kb []byte, limits []engine.Limit, cost int64,
-	seq uint64, i int, domain string, gen int, override *commonv3.RateLimitDescriptor_RateLimitOverride) engine.Verdict {
-	var v engine.Verdict
+	seq uint64, i int, domain string, gen int, override *commonv3.RateLimitDescriptor_RateLimitOverride) (v engine.Verdict, unavailable bool) {
 	var err error
 	if !e.order.exact() {
 		u := engine.Unavailable{Fallback: e.fallback, RetryMs: e.unavailableRetryMs}
@@ -186,7 +196,7 @@ func (e *Enforcer) decide(ctx context.Context, rs *ruleState, kb []byte, limits 
 		e.order.unlock(stripe)
 	}
 	if err == nil || errors.Is(err, engine.ErrBadRequest) {
-		return v
+		return v, false
 	}
 	e.log.Debug("store unavailable", "error", err)
 	if !v.Over {
@@ -196,7 +206,7 @@ func (e *Enforcer) decide(ctx context.Context, rs *ruleState, kb []byte, limits 
 			rs.bypassError.Inc()
 		}
 	}
-	return v
+	return v, v.Via == engine.ViaFailClosed
 }
 
 // appendKey appends the store key of a descriptor matched by rs (engine.AppendRuleKey) to dst,
