@@ -23,11 +23,32 @@ const PrometheusFile = "rlctl-alerts.yaml"
 const (
 	// bypassPercent is the seed's page: requests admitted without the store's say, as a
 	// percentage of the domain's traffic, over bypassWindow, held for bypassFor.
+	// The window is two minutes so that it holds at least two samples at the slowest scrape
+	// interval the header allows (30s); one minute could hold one, and rate() needs two.
 	bypassPercent = 0.5
-	bypassWindow  = "1m"
+	bypassWindow  = "2m"
 	bypassFor     = "1m"
-	// The breaker has been open or half-open (probing) at every evaluation for breakerFor.
+	// The breaker has been open or half-open (probing), and refusing store calls, at every
+	// evaluation for breakerFor.
 	breakerFor = "1m"
+	// breakerFlaps is how many times the breaker opened within breakerFlapWindow: a store that
+	// fails every other minute never holds the breaker open for breakerFor.
+	breakerFlaps      = 3
+	breakerFlapWindow = "10m"
+	// failedClosedWindow and failedClosedFor: fail-closed rules' descriptors met an unavailable
+	// store (decision="failed_closed").
+	failedClosedWindow = "2m"
+	failedClosedFor    = "1m"
+	// An instance that exported the enforcer's metrics within downLookback, and whose scrape
+	// has failed for downFor. The lookback is how the alert knows an enforcer's target without
+	// knowing the scrape job's name; an instance down for longer no longer matches.
+	downFor      = "2m"
+	downLookback = "6h"
+	// unknownDomainWindow and unknownDomainFor: calls naming a domain no policy defines.
+	unknownDomainWindow = "5m"
+	unknownDomainFor    = "5m"
+	// xdsFor: an enforcer subscribed over xDS without a stream to its server.
+	xdsFor = "5m"
 	// A failed reload or a dropped journal record keeps its alert firing for eventWindow.
 	eventWindow = "10m"
 	// wouldDenyPercent is the share of a shadow or soft rule's traffic that it would deny once
@@ -88,14 +109,21 @@ var prometheusHeader = fmt.Sprintf(`# Prometheus alerting rules for rlctl-enforc
 #
 # The rates need the enforcer's /metrics scraped at least every 30s (15s recommended).
 # Thresholds:
+#   RateLimitEnforcerDown        an enforcer's /metrics could not be scraped for %s (critical)
 #   RateLimitBypassed            > %s%% of a domain's requests bypass the store, over %s, for %s (critical)
-#   RateLimitBreakerOpen         the store circuit breaker not closed for %s (critical when the policy
-#                                has a fail-closed rule, else warning)
+#   RateLimitFailingClosed       a fail-closed rule's descriptors meet an unavailable store, over %s,
+#                                for %s (critical)
+#   RateLimitBreakerOpen         the store circuit breaker not closed, and refusing store calls, for %s
+#                                (critical when the policy has a fail-closed rule, else warning)
+#   RateLimitBreakerFlapping     the breaker opened %d times or more in %s (as RateLimitBreakerOpen)
 #   RateLimitConfigReloadFailed  the last snapshot load was rejected, until a good one loads (warning)
+#   RateLimitXDSDisconnected     an enforcer subscribed over xDS has had no stream for %s (warning)
+#   RateLimitUnknownDomain       calls name a domain no policy defines, over %s, for %s (warning)
 #   RateLimitJournalDropped      a dropped journal record in the last %s (warning)
 #   RateLimitRuleWouldDeny       a shadow or soft rule would deny > %s%% of its traffic, over %s,
 #                                for %s (warning), one alert per rule
-`, percent(bypassPercent), bypassWindow, bypassFor, breakerFor, eventWindow,
+`, downFor, percent(bypassPercent), bypassWindow, bypassFor, failedClosedWindow, failedClosedFor, breakerFor,
+	breakerFlaps, breakerFlapWindow, xdsFor, unknownDomainWindow, unknownDomainFor, eventWindow,
 	percent(wouldDenyPercent), wouldDenyWindow, wouldDenyFor)
 
 // renderPrometheus renders m as one rule file: the enforcer's group, then the rollout group when
@@ -142,32 +170,105 @@ func enforcerAlerts(m *policy.Model) []promAlert {
 		},
 	}
 
+	// The breaker's gauge moves on store calls only, so an instance that makes none keeps the
+	// state of its last: the alert holds while the breaker refuses calls.
 	breaker := promAlert{
-		Alert:  "RateLimitBreakerOpen",
-		Expr:   "rate_limit_breaker_state > 0",
+		Alert: "RateLimitBreakerOpen",
+		Expr: "rate_limit_breaker_state > 0\n" +
+			"  and on (job, instance)\n" +
+			"sum by (job, instance) (increase(rate_limit_store_calls_total{op=\"take\", result=\"circuit_open\"}[" + bypassWindow + "])) > 0",
 		For:    breakerFor,
 		Labels: map[string]string{"severity": "warning"},
 		Annotations: promAnnotations{
 			Summary: "rlctl-enforcer {{ $labels.instance }}: the store circuit breaker has not closed for " + breakerFor,
 		},
 	}
-	desc := "Store calls failed or timed out and the breaker stays open (or half-open, probing). "
+	impact := "This policy has no fail-closed rule. "
 	if closed := failClosedRules(m); len(closed) > 0 {
 		// A fail-closed rule denies what its leased tokens do not cover: an open breaker is an
 		// outage of those routes on this instance.
 		breaker.Labels["severity"] = "critical"
-		desc += "Fail-closed rules deny beyond their leased tokens on this instance: " +
+		impact = "Fail-closed rules deny beyond their leased tokens on this instance: " +
 			templateText(strings.Join(closed, ", ")) + ". "
-	} else {
-		desc += "This policy has no fail-closed rule. "
 	}
-	breaker.Annotations.Description = desc + "Fail-open rules admit up to their local fallback " +
+	breaker.Annotations.Description = "Store calls failed or timed out and the breaker stays open (or half-open, probing). " +
+		impact + "Fail-open rules admit up to their local fallback " +
 		"bucket (see RateLimitBypassed). The gauge moves on the next store call, so an idle instance " +
-		"reports the state of its last one."
+		"reports the state of its last one; the alert holds only while the breaker refuses calls."
+	flapping := promAlert{
+		Alert: "RateLimitBreakerFlapping",
+		Expr: "sum by (job, instance) (increase(rate_limit_breaker_transitions_total{to=\"open\"}[" + breakerFlapWindow + "]))\n" +
+			"  >= " + strconv.Itoa(breakerFlaps),
+		Labels: map[string]string{"severity": breaker.Labels["severity"]},
+		Annotations: promAnnotations{
+			Summary: "rlctl-enforcer {{ $labels.instance }}: the store circuit breaker opened " + strconv.Itoa(breakerFlaps) +
+				" times or more in the last " + breakerFlapWindow,
+			Description: "The store fails often enough to open the breaker again and again, but never for " + breakerFor +
+				" on end, so RateLimitBreakerOpen stays silent. While it is open: " + impact +
+				"Check the store (Redis): its latency against the rules' store_timeout, and its errors in the enforcer's log.",
+		},
+	}
+	failingClosed := promAlert{
+		Alert: "RateLimitFailingClosed",
+		Expr: "sum by (domain, rule) (rate(rate_limit_requests_total{decision=\"failed_closed\"}[" + failedClosedWindow + "]))\n" +
+			"  > 0",
+		For:    failedClosedFor,
+		Labels: map[string]string{"severity": "critical"},
+		Annotations: promAnnotations{
+			Summary: "Rule {{ $labels.domain }}/{{ $labels.rule }}: {{ $value | humanize }} descriptors a second meet an unavailable store and fail closed",
+			Description: "The store (Redis) could not decide, and this rule fails closed (its failure mode, or the " +
+				"call's " + policy.FailureModeHeader + " header): at the enforce stage its requests get 429 beyond the tokens " +
+				"already leased (shadow and soft rules admit them). These are counted as decision=\"failed_closed\", " +
+				"not as over the limit. Check the store and RateLimitBreakerOpen.",
+		},
+	}
+	down := promAlert{
+		Alert: "RateLimitEnforcerDown",
+		Expr: "up == 0\n" +
+			"  and on (job, instance)\n" +
+			"max_over_time(rate_limit_breaker_state[" + downLookback + "])",
+		For:    downFor,
+		Labels: map[string]string{"severity": "critical"},
+		Annotations: promAnnotations{
+			Summary: "rlctl-enforcer {{ $labels.instance }} ({{ $labels.job }}): /metrics could not be scraped for " + downFor,
+			Description: "Prometheus cannot scrape an instance that exported rlctl-enforcer's metrics in the last " + downLookback +
+				": the process is down or unreachable, and the gateway beside it applies its rate-limit filter's " +
+				"failure mode (failure_mode_deny) to every request. An instance down for longer than " + downLookback +
+				" no longer matches; one its service discovery removed has no target left to alert on.",
+		},
+	}
+	xds := promAlert{
+		Alert:  "RateLimitXDSDisconnected",
+		Expr:   "rate_limit_xds_connected == 0",
+		For:    xdsFor,
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: promAnnotations{
+			Summary: "rlctl-enforcer {{ $labels.instance }}: no stream to its xDS server for " + xdsFor,
+			Description: "The enforcer is subscribed over --xds and has not had a stream to the server for " + xdsFor +
+				". It keeps serving the last snapshot it received (rate_limit_config_info), so policy changes do not " +
+				"reach it. Check rlctl serve-xds and the network between them.",
+		},
+	}
+	unknown := promAlert{
+		Alert: "RateLimitUnknownDomain",
+		Expr: "sum by (job, domain) (rate(rate_limit_unknown_domain_total[" + unknownDomainWindow + "]))\n" +
+			"  > 0",
+		For:    unknownDomainFor,
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: promAnnotations{
+			Summary: "Calls name the rate-limit domain {{ $labels.domain }}, which no loaded policy defines",
+			Description: "The enforcer answers OK, without limiting, to calls naming a domain it does not know, as " +
+				"envoyproxy/ratelimit does: a misspelt domain in Envoy's rate-limit filter turns limiting off. " +
+				"Compare the filter's domain with the policy's (rlctl render --target envoy).",
+		},
+	}
 
 	return []promAlert{
+		down,
 		bypassed,
+		failingClosed,
 		breaker,
+		flapping,
 		{
 			Alert:  "RateLimitConfigReloadFailed",
 			Expr:   `rate_limit_config_last_reload_successful == 0`,
@@ -179,6 +280,8 @@ func enforcerAlerts(m *policy.Model) []promAlert {
 					"stays on until then. The enforcer's log names the error.",
 			},
 		},
+		xds,
+		unknown,
 		{
 			Alert:  "RateLimitJournalDropped",
 			Expr:   "increase(rate_limit_journal_dropped_total[" + eventWindow + "]) > 0",

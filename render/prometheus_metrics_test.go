@@ -5,9 +5,6 @@ package render_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,65 +12,29 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rlctl/rlctl/enforcer"
-	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/internal/docgen"
 	"github.com/rlctl/rlctl/render"
 	"github.com/rlctl/rlctl/schema"
 )
 
-// enforcerMetrics starts a real enforcer on m (memory store, a journal, free loopback ports),
-// scrapes its /metrics once, and returns each metric name with the label names its series
-// carry. Every series the alerts read exists before the first request: the enforcer starts its
-// per-rule and per-reason series at 0.
-func enforcerMetrics(t *testing.T, m *policy.Model) map[string][]string {
+// enforcerMetrics starts real enforcers on the policy in dir (docgen.EnforcerMetrics: one on
+// its snapshot, one subscribed over xDS, for rate_limit_xds_connected), scrapes their /metrics,
+// and returns each metric name with the label names its series carry, and the job and instance
+// labels that a scrape adds; and up, the series Prometheus itself writes for each target. Every
+// series the alerts read exists before the first request: the enforcer starts its per-rule and
+// per-reason series at 0.
+func enforcerMetrics(t *testing.T, dir string) map[string][]string {
 	t.Helper()
-	dir := t.TempDir()
-	snap := filepath.Join(dir, "snapshot.json")
-	f, err := os.Create(snap)
+	ms, err := docgen.EnforcerMetrics(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := policy.WriteSnapshot(f, m); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e, err := enforcer.Spawn(context.Background(), enforcer.Config{
-		SnapshotPath: snap, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		JournalPath: filepath.Join(dir, "journal"), InstanceID: "render-test",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-
-	resp, err := http.Get("http://" + e.AdminAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics := map[string][]string{}
-	for name, fam := range families {
-		var labels []string
-		for _, mt := range fam.GetMetric() {
-			for _, l := range mt.GetLabel() {
-				if !slices.Contains(labels, l.GetName()) {
-					labels = append(labels, l.GetName())
-				}
-			}
-		}
-		metrics[name] = labels
+	scrape := []string{"job", "instance"}
+	metrics := map[string][]string{"up": scrape}
+	for _, m := range ms {
+		metrics[m.Name] = append(slices.Clone(m.Labels), scrape...)
 	}
 	return metrics
 }
@@ -178,7 +139,7 @@ func TestPrometheusMetricsExist(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exported := enforcerMetrics(t, m)
+			exported := enforcerMetrics(t, dir)
 			res, err := target.Render(m, render.Options{})
 			if err != nil {
 				t.Fatal(err)
