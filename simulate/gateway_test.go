@@ -54,8 +54,9 @@ func TestKeyTable(t *testing.T) {
 	}{{"a", 1, 0}, {"b", 1, 1}, {"c", 1, 0}, {"d", 2, 0}, {"e", 3, 2}}
 	for i, k := range keys {
 		ks := tab.newKeyState(0, 1)
-		ks.denials, ks.lastMs, ks.id = k.denials, int64(i), keyID([]byte(k.key))
+		ks.lastMs, ks.id = int64(i), keyID([]byte(k.key))
 		if k.denials > 0 {
+			ks.keyDenials = &keyDenials{denials: k.denials}
 			tab.denied++
 		}
 		tab.add(k.hash, ks)

@@ -136,12 +136,12 @@ func TestDeniedKeysBound(t *testing.T) {
 	// k2 and k4 have as many denials: the one whose store key sorts first is dropped.
 	for i, d := range []int64{5, 1, 9, 3, 9} {
 		ks := sh.keys.newKeyState(0, 1)
-		ks.denials, ks.lastMs, ks.keyDenials = d, 0, &keyDenials{key: fmt.Sprintf("k%d", i)}
+		ks.lastMs, ks.keyDenials = 0, &keyDenials{key: fmt.Sprintf("k%d", i), denials: d}
 		sh.keys.add(uint64(i), ks)
 		sh.keys.denied++
 	}
 	busy := sh.keys.newKeyState(0, 1)
-	busy.denials, busy.lastMs, busy.keyDenials = 1, 10*3_600_000, &keyDenials{key: "busy"} // denied, but not idle
+	busy.lastMs, busy.keyDenials = 10*3_600_000, &keyDenials{key: "busy", denials: 1} // denied, but not idle
 	sh.keys.add(99, busy)
 	sh.keys.denied++
 	sh.prune(10 * 3_600_000)

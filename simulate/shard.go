@@ -302,13 +302,13 @@ func (sh *shard) prune(now int64) {
 		cutoff[i] = now - 2*engine.TTL(rs.plan.Limits)
 	}
 	idle := func(ks *keyState) bool { return ks.lastMs < cutoff[ks.rule] && !sh.live(ks) }
-	sh.keys.prune(func(ks *keyState) bool { return ks.denials == 0 && idle(ks) })
+	sh.keys.prune(func(ks *keyState) bool { return !ks.denied() && idle(ks) })
 	if sh.keys.denied <= sh.deniedLimit {
 		return
 	}
 	var idleDenied []*keyState
 	sh.keys.each(func(ks *keyState) {
-		if ks.denials > 0 && idle(ks) {
+		if ks.denied() && idle(ks) {
 			idleDenied = append(idleDenied, ks)
 		}
 	})
@@ -401,7 +401,7 @@ func (sh *shard) decide(p *prepared, h *hit, gw *gatewaySet) error {
 	out.WouldDeny++
 	st.add(serWouldDeny, b, 1)
 	values, oks := sh.sim.valuesAt(p, int(h.domain))
-	if ks.denials == 0 {
+	if !ks.denied() {
 		sh.describe(p, h, ks, values)
 		sh.keys.denied++
 	}

@@ -598,7 +598,7 @@ func (s *Simulator) Finish() (*report.Report, error) {
 	denied := make([][]*keyState, len(s.rules))
 	for _, sh := range s.shards {
 		sh.keys.each(func(ks *keyState) {
-			if ks.denials > 0 {
+			if ks.denied() {
 				denied[ks.rule] = append(denied[ks.rule], ks)
 			}
 		})

@@ -35,7 +35,6 @@ type keyState struct {
 
 	requests int64
 	lastMs   int64
-	denials  int64
 	// The key's state in the engines, held here rather than by them (they keep no index of
 	// their keys): its lease on each gateway (zero until the gateway first sees it; in leases
 	// for the first four gateways, the default count, and in more for the others), its bucket
@@ -48,9 +47,12 @@ type keyState struct {
 
 	rule int // its rule's index in Simulator.rules
 	// What reports say of a denied key, set on its first denial (shard.describe): most keys
-	// are never denied, and their state is smaller without it.
+	// are never denied, and their state is smaller without it (see denied).
 	*keyDenials
 }
+
+// denied reports whether the key has been denied: its denials are counted in keyDenials.
+func (ks *keyState) denied() bool { return ks.keyDenials != nil }
 
 // lease returns the key's lease on gateway g.
 func (ks *keyState) lease(g int) *engine.LeaseRef {
@@ -77,6 +79,7 @@ func (ks *keyState) gateways() int {
 
 // keyDenials is what reports say of a denied key.
 type keyDenials struct {
+	denials int64
 	// key is the store key, which orders denied keys of as many denials (shard.prune). It is
 	// built for denied keys only: no engine needs it (cellKey).
 	key string
@@ -215,7 +218,7 @@ func (t *keyTable) prune(drop func(*keyState) bool) {
 			continue
 		}
 		switch {
-		case s.ks.denials > 0:
+		case s.ks.denied():
 			t.denied--
 		case len(t.free) < keep:
 			t.free = append(t.free, s.ks)
