@@ -383,3 +383,39 @@ func TestReloadForgetsRemovedRules(t *testing.T) {
 		t.Errorf("the enforce rule's ok series is %v after a rejected snapshot, want 1 (kept)", got)
 	}
 }
+
+// TestRolloutKeepsTheCount: while a fleet reloads, an instance still on a rule's old, lower
+// limit must not erase what instances on the new one counted. Two instances on one Redis, a
+// day's fixed or sliding window: the new one at 1,000, the old one still at 100. The old one's
+// call lowered the count of 500 to its 100, and the new one then admitted 1,645 to 1,759 in the window.
+func TestRolloutKeepsTheCount(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, algo := range []policy.Algorithm{policy.FixedWindow, policy.SlidingWindow} {
+		t.Run(string(algo), func(t *testing.T) {
+			model := func(n int64) *policy.Model {
+				m := attackModel(algo, policy.FailClosed)
+				m.Domains[0].Rules[0].Limits[0].Requests, m.Domains[0].Rules[0].Limits[0].Burst = n, n
+				m.Domains[0].Rules[0].Limits[0].WindowMs = 86_400_000
+				return m
+			}
+			redis := func(c *Config) { c.Store, c.RedisURL = "redis", "redis://"+srv.Addr() }
+			updated, old := spawn(t, model(1000), redis), spawn(t, model(100), redis)
+			tenant := "rollout-" + string(algo)
+			admitted := 0
+			send := func(in *instance, n int) {
+				t.Helper()
+				for range n {
+					if in.ask(t, "edge", []string{"tenant=" + tenant}).OverallCode == rlsv3.RateLimitResponse_OK {
+						admitted++
+					}
+				}
+			}
+			send(updated, 500)
+			send(old, 1)
+			send(updated, 1500)
+			if admitted > 1000 || admitted < 900 {
+				t.Errorf("admitted %d in the window, want 900 to 1,000 (the new limit)", admitted)
+			}
+		})
+	}
+}

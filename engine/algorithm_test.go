@@ -253,6 +253,60 @@ func TestReturn(t *testing.T) {
 	}
 }
 
+// TestOtherLimitsKeepTheCount: calls under other limits than a window's count was made under,
+// as the instances of a fleet that has not all reloaded make and as returns of leases taken
+// under a rule's old limits do, neither lower nor restart the count. An instance still at 100 an
+// hour lowered an hour's count of 500 to its 100, and a return under 100 a minute restarted the
+// count, so an instance at the new 1,000 an hour admitted 1,445 in the hour (and Memory 2,000).
+// On Memory and on real Redis, whose script must agree.
+func TestOtherLimitsKeepTheCount(t *testing.T) {
+	for _, store := range []struct {
+		name string
+		s    Store
+	}{{"memory", NewMemory(nil)}, {"redis", NewRedis(redistest.Start(t).Client())}} {
+		for _, algo := range []Algorithm{FixedWindow, SlidingWindow} {
+			t.Run(store.name+"/"+algo.String(), func(t *testing.T) {
+				ctx := context.Background()
+				hour := func(n int64) []Limit { return []Limit{{Algorithm: algo, Requests: n, Window: 3600 * second}} }
+				minute := []Limit{{Algorithm: algo, Requests: 100, Window: 60 * second}}
+				key := Key("other-limits", algo.String())
+				at := int64(1_000_000) * 3600 * second // the start of an hour
+				take := func(limits []Limit, now, want int64) int64 {
+					t.Helper()
+					got, err := store.s.Take(ctx, TakeRequest{Key: key, Limits: limits, Want: want, Min: 1, Now: now})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return got.Granted
+				}
+				if got := take(hour(1000), at+1800*second, 500); got != 500 {
+					t.Fatalf("500 of a fresh hour's 1000: granted %d", got)
+				}
+				// An instance not yet reloaded: its 100 an hour is spent, and the count stays.
+				if got := take(hour(100), at+1801*second, 1); got != 0 {
+					t.Errorf("under the old 100 an hour, with 500 counted: granted %d, want 0", got)
+				}
+				// A lease of the old limits returns a token under 100 a minute: not taken from
+				// this window, so nothing is given back to it.
+				if err := store.s.Return(ctx, ReturnRequest{Key: key, Limits: minute, N: 1, TakenAt: at + 1802*second, Now: at + 1802*second}); err != nil {
+					t.Fatal(err)
+				}
+				if got := take(hour(1000), at+1803*second, 1000); got != 500 {
+					t.Errorf("the rest of the hour's 1000: granted %d, want 500", got)
+				}
+				// A take under a minute's window carries the hour's count over while the hour
+				// lasts, and starts from 0 once it is over.
+				if got := take(minute, at+1804*second, 1); got != 0 {
+					t.Errorf("under 100 a minute, with the hour's 1000 counted: granted %d, want 0", got)
+				}
+				if got := take(minute, at+3600*second+30*second, 100); got != 100 {
+					t.Errorf("under 100 a minute, in the next hour: granted %d, want 100", got)
+				}
+			})
+		}
+	}
+}
+
 func TestParseAlgorithm(t *testing.T) {
 	for i, a := range []Algorithm{TokenBucket, SlidingWindow, FixedWindow} {
 		if got, err := ParseAlgorithm(a.String()); err != nil || got != a {

@@ -224,6 +224,8 @@ func (d *diffModel) corrupt(key, f string, v int64) {
 			s.cur = v
 		case "prev":
 			s.prev = v
+		case "len":
+			s.wlen = v
 		}
 		m.unlock(sh)
 	}
@@ -622,7 +624,8 @@ func reload(rng *rand.Rand, limits []Limit) []Limit {
 }
 
 // overRange reports whether stored state holds a value the limits' ranges
-// exclude, so that the clamps of advance change it.
+// exclude: a bucket over its capacity, which advance clamps, or a window's count
+// over its limit, which stays as it is and denies.
 func overRange(fields map[string]int64, limits []Limit) bool {
 	for i, l := range limits {
 		n := strconv.Itoa(i)

@@ -258,7 +258,7 @@ func (m *Memory) Len() int {
 }
 
 // Fields returns the state of key as the fields of its Redis hash (for
-// example "tok0", "ts0", "win1", "cur1"), or nil when the key has none. Tests
+// example "tok0", "ts0", "win1", "cur1", "len1"), or nil when the key has none. Tests
 // compare it with HGETALL; the simulator may report it.
 func (m *Memory) Fields(key string) map[string]int64 {
 	sh := m.lock(key)
@@ -274,7 +274,7 @@ func (m *Memory) Fields(key string) map[string]int64 {
 			bit  uint8
 			name string
 			v    int64
-		}{{hasTok, "tok", s.tok}, {hasTs, "ts", s.ts}, {hasWin, "win", s.win}, {hasCur, "cur", s.cur}, {hasPrev, "prev", s.prev}} {
+		}{{hasTok, "tok", s.tok}, {hasTs, "ts", s.ts}, {hasWin, "win", s.win}, {hasCur, "cur", s.cur}, {hasPrev, "prev", s.prev}, {hasLen, "len", s.wlen}} {
 			if s.has&fv.bit != 0 {
 				f[fv.name+n] = fv.v
 			}

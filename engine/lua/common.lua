@@ -38,8 +38,9 @@ local function clock(arg)
 end
 
 -- Field names per algorithm (0 token bucket, 1 sliding, 2 fixed window);
--- limit i owns the names suffixed with i - 1.
-local FIELDS = {[0] = {'tok', 'ts'}, {'win', 'cur', 'prev'}, {'win', 'cur'}}
+-- limit i owns the names suffixed with i - 1. A window's len is the length of
+-- the window win starts (absent from state stored before it was recorded).
+local FIELDS = {[0] = {'tok', 'ts'}, {'win', 'cur', 'len', 'prev'}, {'win', 'cur', 'len'}}
 
 -- limits parses the limits from ARGV starting after index base: per limit
 -- algorithm, requests, window, capacity, token units, rate.
@@ -75,25 +76,29 @@ local function load(key, ls)
     if l.algo == 0 then
       sts[i] = {tok = v[1], ts = v[2]}
     else
-      sts[i] = {win = v[1], cur = v[2], prev = v[3]}
+      sts[i] = {win = v[1], cur = v[2], len = v[3], prev = v[4]}
     end
   end
   return sts
 end
 
--- save writes back the fields each limit's algorithm owns and renews the TTL.
+-- save writes back the fields each limit's algorithm owns, but for a state
+-- marked kept (a window of another length that a return leaves as it is), and
+-- renews the TTL.
 local function save(key, ls, sts, ttl)
   local args, k = {}, 0
   for i, l in ipairs(ls) do
     local s = sts[i]
-    local v = {s.win, s.cur, s.prev}
+    local v = {s.win, s.cur, s.len, s.prev}
     if l.algo == 0 then v = {s.tok, s.ts} end
-    for j, f in ipairs(l.f) do
-      args[k + 1], args[k + 2] = f, string.format('%d', v[j])
-      k = k + 2
+    if not s.kept then
+      for j, f in ipairs(l.f) do
+        args[k + 1], args[k + 2] = f, string.format('%d', v[j])
+        k = k + 2
+      end
     end
   end
-  redis.call('HSET', key, unpack(args))
+  if k > 0 then redis.call('HSET', key, unpack(args)) end
   redis.call('PEXPIRE', key, ttl)
 end
 
@@ -115,13 +120,21 @@ local function advance(l, s, now)
   local sliding = l.algo == 1
   local start = now - mod(now, l.win)
   if s.win == nil or s.cur == nil or (sliding and s.prev == nil) then
-    s.win, s.cur = start, 0
+    s.win, s.cur, s.len = start, 0, l.win
     if sliding then s.prev = 0 end
     return
   end
-  s.cur = clamp(s.cur, 0, l.req)
+  s.cur = clamp(s.cur, 0, MAXEXACT)
   s.win = clamp(s.win, 0, MAXEXACT)
-  if sliding then s.prev = clamp(s.prev, 0, l.req) end
+  if sliding then s.prev = clamp(s.prev, 0, MAXEXACT) end
+  if s.len ~= nil and s.len ~= l.win then
+    if now >= s.win + clamp(s.len, 0, MAXEXACT) then s.cur = 0 end
+    local t = math.max(now, s.win)
+    s.win, s.len = t - mod(t, l.win), l.win
+    if sliding then s.prev = 0 end
+    return
+  end
+  s.len = l.win
   if now < s.win then
     now = s.win
     start = now - mod(now, l.win)
@@ -144,7 +157,7 @@ end
 local function available(l, s, now)
   if l.algo == 0 then return idiv(s.tok, l.tu) end
   if l.algo == 1 then
-    local w = ceildiv(s.prev * (l.win - (now - s.win)), l.win)
+    local w = ceildiv(math.min(s.prev, l.req) * (l.win - (now - s.win)), l.win)
     return math.max(0, l.req - s.cur - w)
   end
   return math.max(0, l.req - s.cur)

@@ -8,18 +8,23 @@ local ls = limits(tonumber(ARGV[5]), 5)
 local sts = load(key, ls)
 for i, l in ipairs(ls) do
   local s = sts[i]
-  advance(l, s, now)
-  local at = taken
-  if at <= 0 then at = effective(l, s, now) end
-  if l.algo == 0 then
-    local capU = l.cap * l.tu
-    s.tok = math.min(capU, s.tok + math.min(n, l.cap) * l.tu)
-  else
-    local tw = at - mod(at, l.win)
-    if tw == s.win then
-      s.cur = math.max(0, s.cur - n)
-    elseif tw + l.win == s.win and l.algo == 1 then
-      s.prev = math.max(0, s.prev - n)
+  -- A window counted under another length is left as it is: the tokens were
+  -- not taken from it.
+  s.kept = l.algo ~= 0 and s.len ~= nil and s.len ~= l.win
+  if not s.kept then
+    advance(l, s, now)
+    local at = taken
+    if at <= 0 then at = effective(l, s, now) end
+    if l.algo == 0 then
+      local capU = l.cap * l.tu
+      s.tok = math.min(capU, s.tok + math.min(n, l.cap) * l.tu)
+    else
+      local tw = at - mod(at, l.win)
+      if tw == s.win then
+        s.cur = math.max(0, s.cur - n)
+      elseif tw + l.win == s.win and l.algo == 1 then
+        s.prev = math.max(0, s.prev - n)
+      end
     end
   end
 end

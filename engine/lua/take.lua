@@ -14,7 +14,7 @@ local function retry_after(l, s, now, n)
   local e = now - s.win
   if l.algo == 1 then
     local m = l.req - s.cur - n
-    if m >= 0 then return l.win - idiv(m * l.win, s.prev) - e end
+    if m >= 0 then return l.win - idiv(m * l.win, math.min(s.prev, l.req)) - e end
     local wait = l.win - e
     if s.cur > 0 then wait = wait + math.max(0, l.win - idiv((l.req - n) * l.win, s.cur)) end
     return wait
