@@ -151,8 +151,10 @@ func RuleLimits(r *policy.Rule) ([]Limit, error) {
 }
 
 // FallbackLimits returns the local token bucket that caps fail-open rule r while its store is
-// unavailable, or nil when r has none (Decide then bounds it by default). When the bucket is invalid it
-// returns it with the error, as LimitOf does.
+// unavailable, or nil when r has none (Decide then bounds it by default). A sub-sharded rule's
+// keys are its shards' keys, so each gets its shard's share of the fallback, as of the rule's
+// limits: the whole fallback on each shard's key let a user spread over the shards have it that
+// many times over. When the bucket is invalid it returns it with the error, as LimitOf does.
 func FallbackLimits(r *policy.Rule) ([]Limit, error) {
 	if r.Fallback == nil {
 		return nil, nil
@@ -160,6 +162,12 @@ func FallbackLimits(r *policy.Rule) ([]Limit, error) {
 	fb := []Limit{{Algorithm: TokenBucket, Requests: r.Fallback.Requests, Window: r.Fallback.WindowMs}}
 	if err := fb[0].Validate(); err != nil {
 		return fb, fmt.Errorf("fallback: %w", err)
+	}
+	if shards := ruleShards(r); shards >= 2 {
+		fb = Shard(fb, int64(shards))
+		if err := fb[0].Validate(); err != nil {
+			return fb, fmt.Errorf("fallback, each of %d sub-shards: %w", shards, err)
+		}
 	}
 	return fb, nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/rlctl/rlctl/policy"
@@ -104,6 +105,36 @@ func TestDecide(t *testing.T) {
 				t.Errorf("%s: step %d: via %v with error %v", tt.name, i, got.Via, err)
 			}
 		}
+	}
+}
+
+// TestShardedFallback: a sub-sharded fail-open rule's fallback bounds the key, not each of its
+// shards' keys. With 40 an hour over 4 sub-shards and the store down, a user whose requests
+// come from many addresses was admitted 160 (each shard's key had the whole 40).
+func TestShardedFallback(t *testing.T) {
+	r := &policy.Rule{Name: "r", Limits: []policy.Limit{{Requests: 400, WindowMs: 3_600_000}},
+		FailureMode: policy.FailOpen, Fallback: &policy.Rate{Requests: 40, WindowMs: 3_600_000},
+		SubShards: &policy.SubShards{Count: 4, Attribute: "ip"}, Lease: policy.Lease{Min: 1, Max: 1}}
+	p, err := PlanRule("edge", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const now = int64(1_000_000)
+	lm, err := NewLeaseManager(LeaseConfig{Store: downStore{errors.New("connection refused")}, Clock: ClockFunc(func() int64 { return now }), MinLease: 1, MaxLease: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := Unavailable{Fallback: NewMemory(nil), Now: now, RetryMs: 3000}
+	admitted := 0
+	for i := range 400 {
+		key := AppendRuleKey(nil, "edge", r, []policy.Entry{{Key: "user", Value: "u"}})
+		key = append(key, fmt.Sprintf(":shard=%d", ShardOf(fmt.Sprintf("10.0.%d.%d", i/256, i%256), 4))...)
+		if v, _ := p.Decide(context.Background(), lm, string(key), p.Limits, 1, u); !v.Over {
+			admitted++
+		}
+	}
+	if admitted > 40 || admitted < 36 {
+		t.Errorf("admitted %d over 4 sub-shards with a fallback of 40, want 36 to 40", admitted)
 	}
 }
 
