@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -193,8 +194,35 @@ func WriteStream(w io.Writer, files []File, multiFile bool) error {
 	return nil
 }
 
+// Leftovers returns the names of the files of dir, sorted, that end in ext (".yaml") and are not
+// among files: in a directory a several-file target renders into, the files of a domain since
+// removed or renamed, which whatever reads the directory (envoyproxy/ratelimit loads every file
+// of its config directory) goes on reading. Hidden files, directories and other extensions are
+// not counted. A dir that does not exist has none.
+func Leftovers(dir string, files []File, ext string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]bool, len(files))
+	for _, f := range files {
+		written[f.Name] = true
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.Type().IsRegular() && strings.HasSuffix(name, ext) && !strings.HasPrefix(name, ".") && !written[name] {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 // WriteDir writes each file into dir, creating dir when it is missing. Each file is written
-// atomically; files of dir that the render did not produce are left alone.
+// atomically; files of dir that the render did not produce are left alone (see Leftovers).
 func WriteDir(dir string, files []File) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -46,6 +48,7 @@ Exit 0 means the output was written.`
 
 func newRenderCmd() *cobra.Command {
 	var target, out string
+	var prune bool
 	var opts render.Options
 	cmd := &cobra.Command{
 		Use:   "render --target TARGET [-o FORMAT] [PATH...] [--out FILE|DIR]",
@@ -68,6 +71,9 @@ func newRenderCmd() *cobra.Command {
 			if cmd.Flags().Changed("bootstrap") && target != "envoy" {
 				return usageErrorf("render: --bootstrap is a setting of --target envoy")
 			}
+			if prune && (!t.MultiFile || opts.Envoy.Bootstrap || out == "") {
+				return usageErrorf("render: --prune takes a several-file target (envoy without --bootstrap, ratelimit) and --out DIR")
+			}
 			if len(args) == 0 {
 				args = []string{"."}
 			}
@@ -80,6 +86,24 @@ func newRenderCmd() *cobra.Command {
 				return loadError(cmd.ErrOrStderr(), "render", probs)
 			}
 			res, err := t.Render(m, opts)
+			// --bootstrap makes the envoy target write one file.
+			multiFile := t.MultiFile && !opts.Envoy.Bootstrap
+			var leftovers []string
+			if multiFile && out != "" && err == nil {
+				if leftovers, err = render.Leftovers(out, res.Files, "."+opts.Format); err != nil {
+					return usageErrorf("render: --out %w", err)
+				}
+				for _, name := range leftovers {
+					f := render.Finding{Severity: render.Assumption, Target: target}
+					if prune {
+						f.Message = fmt.Sprintf("removed %s, which this render did not write (--prune)", filepath.Join(out, name))
+					} else {
+						f.Message = fmt.Sprintf("%s was not written by this render (a domain removed or renamed?) and is left as it is: "+
+							"whatever reads the directory still loads it; remove it, or render with --prune", filepath.Join(out, name))
+					}
+					res.Findings = append(res.Findings, f)
+				}
+			}
 			if perr := printRenderFindings(cmd.ErrOrStderr(), opts.Format, res.Findings); perr != nil {
 				return usageErrorf("render: %w", perr)
 			}
@@ -93,8 +117,17 @@ func newRenderCmd() *cobra.Command {
 			if err != nil {
 				return usageErrorf("render: %w", err)
 			}
-			// --bootstrap makes the envoy target write one file.
-			return writeRendered(cmd.OutOrStdout(), t.MultiFile && !opts.Envoy.Bootstrap, out, res.Files)
+			if err := writeRendered(cmd.OutOrStdout(), multiFile, out, res.Files); err != nil {
+				return err
+			}
+			if prune {
+				for _, name := range leftovers {
+					if err := os.Remove(filepath.Join(out, name)); err != nil {
+						return usageErrorf("render: --prune: %w", err)
+					}
+				}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -102,6 +135,7 @@ func newRenderCmd() *cobra.Command {
 	f.StringVarP(&opts.Format, "output", "o", "", "output format (see the targets above; yaml or json where both exist)")
 	f.StringVar(&out, "out", "", "write a one-file target to `FILE|DIR` (atomically), a several-file target into the directory")
 	f.BoolVar(&opts.Strict, "strict", false, "make every approximation an error (exit 1)")
+	f.BoolVar(&prune, "prune", false, "with a several-file target and --out DIR: remove the files of DIR in the output format that this render did not write (a removed or renamed domain's), which are otherwise left and reported")
 	f.BoolVar(&opts.Envoy.Bootstrap, "bootstrap", false, "envoy: render a complete static Envoy bootstrap to try locally")
 	f.StringVar(&opts.Envoy.ClusterName, "rls-cluster", "rlctl_enforcer", "envoy: the `NAME` of the cluster of the rate limit service (the sidecar)")
 	f.StringVar(&opts.Envoy.ClusterAddress, "rls-address", "127.0.0.1:8081", "envoy: the sidecar's gRPC `HOST:PORT`")
