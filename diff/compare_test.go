@@ -91,12 +91,16 @@ func TestCompare(t *testing.T) {
 			l.WindowMs = 3000
 		},
 			[]change{{"browse", KindLimitLoosened, "browse: 100/s → 400/3s (+33.33%)"},
-				{"browse", KindWindow, "browse: window 1s → 3s"}}},
+				{"browse", KindWindow, "browse: window 1s → 3s"},
+				{"browse", KindBurst, "browse: burst 100 → 400 (+300%)"}}},
+		// The same rate in another window: what a key may spend at once grows 60-fold (the
+		// burst was not shown when neither side set one).
 		{"same rate, another window", func(m *policy.Model) {
 			l := &m.Domains[0].Rules[1].Limits[0]
 			l.Requests, l.Burst, l.WindowMs = 6000, 6000, 60_000
 		},
-			[]change{{"browse", KindWindow, "browse: window 1s → 1m"}}},
+			[]change{{"browse", KindWindow, "browse: window 1s → 1m"},
+				{"browse", KindBurst, "browse: burst 100 → 6000 (+5900%)"}}},
 		{"burst", func(m *policy.Model) { m.Domains[0].Rules[0].Limits[0].Burst = 300 },
 			[]change{{"pay", KindBurst, "pay: burst 200 → 300 (+50%)"}}},
 		{"algorithm", func(m *policy.Model) { m.Domains[0].Rules[0].Limits[0].Algorithm = policy.FixedWindow },

@@ -19,8 +19,10 @@
 // or removed (KindLimitLoosened). A pair compares rates, requests per window, as exact
 // rationals: a lower rate at head is KindLimitTightened, a higher one KindLimitLoosened, with
 // the change in percent of the base rate. A changed window is also KindWindow (100/s → 6000/m
-// is the same rate in another window). A burst is compared when either side sets one other
-// than its requests (the default), so a new rate does not also show as a new burst.
+// is the same rate in another window). A burst (a window's is its requests) is compared when
+// either side sets one other than its requests (the default), or the window changed: a new rate
+// in the same window does not also show as a new burst, but 600/1m → 10/1s, the same rate,
+// shows its burst falling from 600 to 10.
 //
 // Stages are ordered shadow, soft, canary, enforce (an empty stage is enforce). Moving one step
 // on is KindStageAdvanced, more than one KindStageSkipped, any step back KindStageRolledBack;
@@ -77,7 +79,7 @@ const (
 	KindLimitTightened  Kind = "limit_tightened"   // a lower rate, or a limit added
 	KindLimitLoosened   Kind = "limit_loosened"    // a higher rate, or a limit removed
 	KindWindow          Kind = "window"            // a limit's window
-	KindBurst           Kind = "burst"             // a token bucket's capacity
+	KindBurst           Kind = "burst"             // a token bucket's capacity (a window's requests)
 	KindAlgorithm       Kind = "algorithm"         // token_bucket, sliding_window, fixed_window
 	KindCost            Kind = "cost"              // tokens a request spends
 	KindStageAdvanced   Kind = "stage_advanced"    // one stage on, or a higher canary percent

@@ -165,7 +165,10 @@ func (d *ruleDiff) limits() {
 		if b.WindowMs != h.WindowMs {
 			d.addAt(KindWindow, strings.TrimSpace(what+" window"), duration(b.WindowMs), duration(h.WindowMs), bp, hp)
 		}
-		if b.Burst != h.Burst && (b.Burst != b.Requests || h.Burst != h.Requests) {
+		// A burst that follows its requests changes with them: a new rate in the same window
+		// shows as the rate alone. In another window it is news of its own: 600/1m → 10/1s is
+		// the same rate, and a key can spend 10 at once where it could spend 600.
+		if b.Burst != h.Burst && (b.Burst != b.Requests || h.Burst != h.Requests || b.WindowMs != h.WindowMs) {
 			ch := d.addAt(KindBurst, strings.TrimSpace(what+" burst"), strconv.FormatInt(b.Burst, 10), strconv.FormatInt(h.Burst, 10), bp, hp)
 			var text string
 			ch.Percent, text = percent(big.NewRat(h.Burst, 1), big.NewRat(b.Burst, 1))
