@@ -297,6 +297,12 @@ func TestThresholds(t *testing.T) {
 	if _, err := ParseThreshold("deny_rate>20"); err == nil || !strings.Contains(err.Error(), "deny_rate is a share from 0 to 1: write deny_rate>20% for a percentage") {
 		t.Errorf(`ParseThreshold("deny_rate>20"): got %v, want a share from 0 to 1`, err)
 	}
+	// A count is not a share: denied>5% read as denied>0.05, crossed by one denial.
+	for _, bad := range []string{"denied>5%", "bad_lines>1%"} {
+		if _, err := ParseThreshold(bad); err == nil || !strings.Contains(err.Error(), "is a count, not a share: drop the %, or test a rate (deny_rate, false_positive_rate, over_admission_rate)") {
+			t.Errorf("ParseThreshold(%q): got %v, want a count is not a share", bad, err)
+		}
+	}
 	for _, ok := range []string{"deny_rate>0.2", "false_positive_rate<=100%", "would_deny>20"} {
 		if _, err := ParseThreshold(ok); err != nil {
 			t.Errorf("ParseThreshold(%q): %v", ok, err)

@@ -49,10 +49,21 @@ func MetricNames() []string {
 	return names
 }
 
+// rateMetrics lists the metrics that are shares from 0 to 1, which a value may give in percent.
+func rateMetrics() []string {
+	var out []string
+	for _, n := range MetricNames() {
+		if strings.HasSuffix(n, "_rate") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 var ops = []string{">=", "<=", "==", "!=", ">", "<"}
 
 // ParseThreshold parses METRIC OP VALUE with OP one of > >= < <= == != and VALUE a number,
-// optionally ending in '%'.
+// ending in '%' only for a rate (a metric whose name ends in _rate).
 func ParseThreshold(s string) (Threshold, error) {
 	expr := strings.ReplaceAll(s, " ", "")
 	for _, op := range ops {
@@ -69,12 +80,18 @@ func ParseThreshold(s string) (Threshold, error) {
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return Threshold{}, fmt.Errorf("--fail-if %q: value %q is not a finite number", s, val)
 		}
+		rate := strings.HasSuffix(metric, "_rate")
+		if percent && !rate {
+			// denied>5% read as denied>0.05, crossed by one request: a count is no share.
+			return Threshold{}, fmt.Errorf("--fail-if %q: %s is a count, not a share: drop the %%, or test a rate (%s)",
+				s, metric, strings.Join(rateMetrics(), ", "))
+		}
 		if percent {
 			// Divided, not multiplied by 0.01: 35 × 0.01 is 0.35000000000000003, above the
 			// 0.35 of 35 requests in 100, and deny_rate>=35% would not be crossed there.
 			v /= 100
 		}
-		if strings.HasSuffix(metric, "_rate") && (v < 0 || v > 1) {
+		if rate && (v < 0 || v > 1) {
 			// deny_rate>20 meant 20%, and a share is never above 1: the check could not fail.
 			return Threshold{}, fmt.Errorf("--fail-if %q: %s is a share from 0 to 1: write %s%s%s%% for a percentage", s, metric, metric, op, num)
 		}

@@ -62,7 +62,7 @@ collateral: denials on an address or subnet key behind which at least --nat-user
 users (JWT subjects or TLS fingerprints) were seen.
 
 --fail-if METRIC OP VALUE (repeatable) exits 1 when crossed. OP is one of > >= < <= == !=;
-VALUE may end in %. Metrics: ` + "{{metrics}}" + `.
+VALUE may end in % for a rate (a metric ending in _rate, a share from 0 to 1). Metrics: ` + "{{metrics}}" + `.
 Each crossed threshold is also named on stderr, whatever the format and wherever the report
 goes ("rlctl simulate: threshold crossed: false_positive_rate 0.47% > 0.3%"). The report's
 warnings (records without the --assign field, an unseen --field key, records replayed late, a
