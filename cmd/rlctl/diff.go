@@ -97,7 +97,7 @@ func newDiffCmd() *cobra.Command {
 	f.StringVar(&df.base, "base", "", "the version to compare against: a Git `REF`, or a DIR (default: the merge base with the default branch)")
 	f.StringVar(&df.head, "head", "", "the version to compare: a Git `REF`, or a DIR (default: the working tree)")
 	f.StringVarP(&df.output, "output", "o", "text", "output format: text, json or markdown")
-	f.StringVar(&df.out, "out", "", "write the output to `FILE` (atomically) instead of stdout")
+	f.StringVar(&df.out, "out", "", "write the output to `FILE` (atomically) instead of stdout; - is stdout")
 	f.BoolVar(&df.exitCode, "exit-code", false, "exit 2 when there are changes, 0 when there are none")
 	f.StringArrayVar(&df.logs, "log", nil, "access log to replay through both versions for the blast radius (repeatable; gzip is detected)")
 	f.StringVar(&df.logFormat, "log-format", "", "envoy-json, envoy-text, jsonl or csv (default: detected)")

@@ -104,7 +104,7 @@ func newLintCmd() *cobra.Command {
 				return usageErrorf("lint: %w", err)
 			}
 			report := &finding.Report{Findings: fs, Rules: lint.Rules()}
-			if out != "" {
+			if out != "" && out != "-" {
 				if err := finding.WriteFile(out, format, report); err != nil {
 					return usageErrorf("lint: --out %w", err)
 				}
@@ -121,7 +121,7 @@ func newLintCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVarP(&output, "output", "o", "text", "output format: "+strings.Join(finding.FormatNames, ", "))
-	f.StringVar(&out, "out", "", "write findings to `FILE` (atomically) instead of stdout")
+	f.StringVar(&out, "out", "", "write findings to `FILE` (atomically) instead of stdout; - is stdout")
 	f.BoolVar(&failOnWarn, "fail-on-warn", false, "exit 1 on warnings too")
 	f.StringVar(&base, "base", "", "also run the governance rules on the change from `REF` (a Git revision, or a directory when the value is an existing one)")
 	f.StringVar(&today, "today", "", "the day governance counts dwell to, `YYYY-MM-DD` (default: today in UTC); needs --base")

@@ -71,7 +71,7 @@ func newRenderCmd() *cobra.Command {
 			if cmd.Flags().Changed("bootstrap") && target != "envoy" {
 				return usageErrorf("render: --bootstrap is a setting of --target envoy")
 			}
-			if prune && (!t.MultiFile || opts.Envoy.Bootstrap || out == "") {
+			if prune && (!t.MultiFile || opts.Envoy.Bootstrap || out == "" || out == "-") {
 				return usageErrorf("render: --prune takes a several-file target (envoy without --bootstrap, ratelimit) and --out DIR")
 			}
 			if len(args) == 0 {
@@ -89,7 +89,7 @@ func newRenderCmd() *cobra.Command {
 			// --bootstrap makes the envoy target write one file.
 			multiFile := t.MultiFile && !opts.Envoy.Bootstrap
 			var leftovers []string
-			if multiFile && out != "" && err == nil {
+			if multiFile && out != "" && out != "-" && err == nil {
 				if leftovers, err = render.Leftovers(out, res.Files, "."+opts.Format); err != nil {
 					return usageErrorf("render: --out %w", err)
 				}
@@ -133,7 +133,7 @@ func newRenderCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&target, "target", "", "what to render: "+strings.Join(render.Names(), ", "))
 	f.StringVarP(&opts.Format, "output", "o", "", "output format (see the targets above; yaml or json where both exist)")
-	f.StringVar(&out, "out", "", "write a one-file target to `FILE|DIR` (atomically), a several-file target into the directory")
+	f.StringVar(&out, "out", "", "write a one-file target to `FILE` (atomically), a several-file target into the `DIR`; - is stdout")
 	f.BoolVar(&opts.Strict, "strict", false, "make every approximation an error (exit 1)")
 	f.BoolVar(&prune, "prune", false, "with a several-file target and --out DIR: remove the files of DIR in the output format that this render did not write (a removed or renamed domain's), which are otherwise left and reported")
 	f.BoolVar(&opts.Envoy.Bootstrap, "bootstrap", false, "envoy: render a complete static Envoy bootstrap to try locally")
@@ -187,7 +187,7 @@ func printRenderFindings(stderr io.Writer, format string, fs []render.Finding) e
 // writeRendered writes a render's files to --out (a file or a directory) or to stdout.
 func writeRendered(stdout io.Writer, multiFile bool, out string, files []render.File) error {
 	switch {
-	case out == "":
+	case out == "" || out == "-":
 		var buf bytes.Buffer
 		if err := render.WriteStream(&buf, files, multiFile); err != nil {
 			return usageErrorf("render: %w", err)

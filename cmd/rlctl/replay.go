@@ -49,7 +49,7 @@ func (rf *replayFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&rf.policies, "policies", "policies", "policy directory the journals may name")
 	fs.StringArrayVar(&rf.snapshots, "snapshot", nil, "a policy snapshot the journals may name (repeatable)")
 	fs.StringVarP(&rf.output, "output", "o", "text", "output format: text or json")
-	fs.StringVar(&rf.out, "out", "", "write the report to this file instead of stdout")
+	fs.StringVar(&rf.out, "out", "", "write the report to this file instead of stdout; - is stdout")
 }
 
 func newReplayCmd() *cobra.Command {

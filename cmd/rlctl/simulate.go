@@ -198,7 +198,7 @@ func newSimulateCmd() *cobra.Command {
 	f.StringVar(&sf.domain, "domain", "", "replay only this domain")
 	f.IntVar(&sf.top, "top", 10, "denied identities to list per rule (0: none)")
 	f.StringVarP(&sf.output, "output", "o", "table", "output format: table, json, markdown or html")
-	f.StringVar(&sf.out, "out", "", "write the report to this file instead of stdout")
+	f.StringVar(&sf.out, "out", "", "write the report to this file instead of stdout; - is stdout")
 	f.StringArrayVar(&sf.failIf, "fail-if", nil, "exit 1 when METRIC OP VALUE holds, e.g. 'false_positive_rate>0.5%'")
 	f.Int64Var(&sf.maxBad, "max-bad", 100, "bad lines tolerated before the run fails (-1: no limit)")
 	// Deprecated: rlctl replay. Hidden by hand, not by cobra's MarkDeprecated, whose note would

@@ -76,7 +76,7 @@ func newTestCmd() *cobra.Command {
 			fs := append(bad, res.Findings...)
 			finding.Sort(fs)
 			rep := &finding.Report{Findings: fs, Rules: policytest.Rules}
-			if out != "" {
+			if out != "" && out != "-" {
 				if err := finding.WriteFile(out, format, rep); err != nil {
 					return usageErrorf("test: --out %w", err)
 				}
@@ -99,7 +99,7 @@ func newTestCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVarP(&output, "output", "o", "text", "output format: "+strings.Join(finding.FormatNames, ", "))
-	f.StringVar(&out, "out", "", "write the findings to this file instead of stdout")
+	f.StringVar(&out, "out", "", "write the findings to this file (atomically) instead of stdout; - is stdout")
 	f.StringVar(&policies, "policies", "", "test this policy directory instead of the one each test file names")
 	return cmd
 }
