@@ -74,8 +74,9 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 	}, []string{"reason", "domain", "rule"})
 	m.storeCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_store_calls_total",
-		Help: "Store calls by op and result: take granted, denied, error, timeout, circuit_open or late (a reply that " +
-			"came after the request stopped waiting); return ok or error.",
+		Help: "Store calls by op and result: take granted, denied, error, timeout or circuit_open, and late, the timeouts " +
+			"whose reply came after the request stopped waiting (counted in timeout too: a sum over result counts them twice); " +
+			"return ok or error.",
 	}, []string{"op", "result"})
 	m.storeLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "rate_limit_store_call_seconds",
@@ -84,7 +85,7 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 	}, []string{"op"})
 	m.leaseSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "rate_limit_lease_tokens",
-		Help:    "Tokens granted per store take (lease size); its _count is the number of lease takes.",
+		Help:    "Tokens granted per store take (lease size); its _count is the number of takes that granted tokens.",
 		Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000},
 	})
 	m.breaker = prometheus.NewGauge(prometheus.GaugeOpts{
