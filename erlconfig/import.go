@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"cuelang.org/go/cue/format"
@@ -148,6 +149,10 @@ func (im *importer) walk(di *domainImport, ds []Descriptor, path []policy.Match)
 		d := &ds[i]
 		if !validName.MatchString(d.Key) {
 			im.problem(d.Fields["key"], nil, "descriptor key %q is not a valid rlctl key: %s", d.Key, nameRule)
+		}
+		if level := slices.IndexFunc(path, func(m policy.Match) bool { return m.Key == d.Key }); level >= 0 {
+			im.problem(d.Fields["key"], nil, "descriptor key %q is at levels %d and %d: rlctl gives a key one source, with one value per request; "+
+				"give one level another key, in Envoy's rate_limits action (descriptor_key) and here", d.Key, level+1, len(path)+1)
 		}
 		if _, ok := di.keyPos[d.Key]; !ok {
 			di.keyPos[d.Key] = d.Pos

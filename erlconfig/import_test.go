@@ -370,6 +370,23 @@ func TestImportBadKey(t *testing.T) {
 	}
 }
 
+// TestImportKeyAtTwoLevels: a key at two levels of one descriptor path (generic_key "a", then
+// generic_key "b") is refused: rlctl gives a key one source and one value, so the imported rule
+// could never match. It was imported as such a rule, and lint then refused it.
+func TestImportKeyAtTwoLevels(t *testing.T) {
+	c, err := erlconfig.Parse("k.yaml", []byte("domain: d\ndescriptors:\n  - key: generic_key\n    value: a\n    descriptors:\n"+
+		"      - key: generic_key\n        value: b\n        rate_limit: {unit: minute, requests_per_unit: 5}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _, err := erlconfig.Import([]*erlconfig.Config{c})
+	want := "descriptor key \"generic_key\" is at levels 1 and 2: rlctl gives a key one source, with one value per request; " +
+		"give one level another key, in Envoy's rate_limits action (descriptor_key) and here:\n    k.yaml:6:9"
+	if err == nil || err.Error() != want || files != nil {
+		t.Errorf("got %d files, error %v, want none and %s", len(files), err, want)
+	}
+}
+
 // TestImportDuplicateDomain: a domain given twice, in two files, is refused at both positions.
 func TestImportDuplicateDomain(t *testing.T) {
 	a, err := erlconfig.Parse("a.yaml", []byte("domain: d\ndescriptors: []\n"))

@@ -201,6 +201,10 @@ func TestValidate(t *testing.T) {
 			d.Rules[0].Pos = at(3)
 			d.Rules[0].Match = []Match{exact("tenant", "a")}
 		}, "unknown-descriptor", `match key "tenant" at level 1: no source produces it (sources: k, ip)`, at(3)},
+		// Both entries are the one source's: its one value never equals "a" and "b" at once.
+		{"a key at two levels", func(d *Domain) {
+			d.Rules[0].Match = []Match{exact("k", "a"), exact("k", "b")}
+		}, "", `domains.d.rules.r.match.1: match key "k" is at levels 1 and 2: a request gives it one value, so two different values never match; name it once`, Pos{}},
 		{"unknown sub-shard attribute", func(d *Domain) {
 			d.Rules[0].SubShards = &SubShards{Count: 4, Attribute: "client"}
 		}, "unknown-descriptor", `sub_shards attribute "client": no source produces it`, Pos{}},

@@ -165,8 +165,18 @@ func (v *validator) rule(d *Domain, r *Rule, rp string, at []Pos) {
 	if len(r.Match) == 0 {
 		v.add("", rp+".match", at, "rule has no match entries")
 	}
+	levels := make(map[string]int, len(r.Match))
 	for i, m := range r.Match {
 		mp, mat := rp+".match."+strconv.Itoa(i), append([]Pos{m.Pos}, at...)
+		if first, dup := levels[m.Key]; dup {
+			// A descriptor carries each source's entry once per level it is named at, all with
+			// the one value the request gives it: two exact values never match together, and a
+			// key named twice otherwise only repeats it.
+			v.add("", mp, mat, "match key %q is at levels %d and %d: a request gives it one value, so two different values never match; name it once",
+				m.Key, first+1, i+1)
+		} else {
+			levels[m.Key] = i
+		}
 		if !validMatch(m) {
 			v.add("", mp, mat, "match %q=%q of kind %q: want exact (a value without a trailing '*'), wildcard (a value ending in '*') or any (no value)",
 				m.Key, m.Value, m.Kind)
