@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
 )
 
 // BaseMs is the time (Unix ms) at which every test starts: 2025-01-01T00:00:00Z.
@@ -89,7 +90,8 @@ type Expect struct {
 	RetryAfterMs *int64
 }
 
-// durationMs reads a duration given as a string ("1.5s", "200ms") or integer milliseconds.
+// durationMs reads a duration given as a string ("1.5s", "200ms", "1d": Go's forms and the
+// policies') or integer milliseconds.
 func durationMs(v any) (int64, error) {
 	var ms int64
 	switch x := v.(type) {
@@ -100,9 +102,14 @@ func durationMs(v any) (int64, error) {
 			ms = n
 			break
 		}
+		if n, err := schema.ParseDuration(x); err == nil {
+			// The policies' own forms, days included ("1d").
+			ms = n
+			break
+		}
 		d, err := time.ParseDuration(x)
 		if err != nil {
-			return 0, fmt.Errorf("duration %q: want such as 1.5s or 200ms", x)
+			return 0, fmt.Errorf("duration %q: want such as 1.5s, 200ms or 1d", x)
 		}
 		if d%time.Millisecond != 0 {
 			// The engine's clock counts whole milliseconds: 0.5ms would be 0, and slip past

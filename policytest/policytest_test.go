@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/schema"
 )
@@ -104,7 +105,7 @@ tests: x: requests: [
 			`3:13: tests.x.requests.0.hits: -1: must not be negative`,
 			`3:32: tests.x.requests.0.expect.decision: "maybe": want ok, over_limit or unmatched`,
 			`3:51: tests.x.requests.0.expect.code: "no": want ok or over_limit`,
-			`3:63: tests.x.requests.0.expect.retry_after: duration "soon": want such as 1.5s or 200ms`,
+			`3:63: tests.x.requests.0.expect.retry_after: duration "soon": want such as 1.5s, 200ms or 1d`,
 			`4:3: tests.x.requests.1.at: 1000ms is before the previous request's 2000ms`,
 		}},
 		// An unknown field does not hide the bad values of the same file.
@@ -113,7 +114,7 @@ tests: x: requests: [
 	{at: "0s", headrs: {a: "b"}, expect: {decision: "ok", retry_after: "5xs"}},
 ]`, []string{
 			`3:13: tests.x.requests.0.headrs: field not allowed (want at, claims, descriptor, expect, headers, hits, path, remote_addr, repeat)`,
-			`3:56: tests.x.requests.0.expect.retry_after: duration "5xs": want such as 1.5s or 200ms`,
+			`3:56: tests.x.requests.0.expect.retry_after: duration "5xs": want such as 1.5s, 200ms or 1d`,
 		}},
 		{"negative at", `policies: "."
 tests: x: requests: [
@@ -294,6 +295,30 @@ func TestCheck(t *testing.T) {
 		msg := check(got, tt.want, tt.last)
 		if (tt.msg == "") != (msg == "") || !strings.HasPrefix(msg, tt.msg) {
 			t.Errorf("case %d: got %q, want prefix %q", i, msg, tt.msg)
+		}
+	}
+	// A cost above a limit's capacity never gets in: it said "got -1ms".
+	never := outcome{decision: "over_limit", code: "over_limit", rule: "r", retry: engine.Never, rules: []string{"r"}}
+	if msg, want := check(never, Expect{Decision: "over_limit", RetryAfterMs: n(100)}, true),
+		"retry_after: got never (the cost is above a limit's capacity), want 100ms"; !strings.HasPrefix(msg, want) {
+		t.Errorf("got %q, want prefix %q", msg, want)
+	}
+}
+
+// TestRetryNeverRanksLast: of two rules over their limits, the one a request can never pass
+// (its cost above the limit's capacity) is the one reported, not the one with a wait.
+func TestRetryNeverRanksLast(t *testing.T) {
+	if retryRank(engine.Never) <= retryRank(3_600_000) {
+		t.Errorf("Never ranks %d, an hour %d: want Never after", retryRank(engine.Never), retryRank(3_600_000))
+	}
+}
+
+// TestDurationForms: a test's durations read Go's forms and the policies' own, days included:
+// "1d", which a window may be, was refused.
+func TestDurationForms(t *testing.T) {
+	for in, want := range map[any]int64{"1d": 86_400_000, "1.5s": 1500, "1m30s": 90_000, "250ms": 250, "7": 7, int64(9): 9} {
+		if got, err := durationMs(in); err != nil || got != want {
+			t.Errorf("durationMs(%v) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 }

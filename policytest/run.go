@@ -3,6 +3,7 @@ package policytest
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -316,11 +317,27 @@ func decide(store *engine.Memory, matches []simulate.Match, r Request, now int64
 				o.rule, o.remaining, o.retry, picked = mt.Rule.Name, res.Remaining, res.RetryAfter, true
 				o.ruleDecision, o.ruleCode = decision, code
 			}
-		case !picked || res.Remaining < o.remaining || (over && res.RetryAfter > o.retry):
+		case !picked || res.Remaining < o.remaining || (over && retryRank(res.RetryAfter) > retryRank(o.retry)):
 			o.rule, o.remaining, o.retry, picked = mt.Rule.Name, res.Remaining, res.RetryAfter, true
 		}
 	}
 	return o, nil
+}
+
+// retryRank orders retry-afters: engine.Never, a cost above a limit's capacity, after any wait.
+func retryRank(ms int64) int64 {
+	if ms == engine.Never {
+		return math.MaxInt64
+	}
+	return ms
+}
+
+// retryText formats a retry-after for messages.
+func retryText(ms int64) string {
+	if ms == engine.Never {
+		return "never (the cost is above a limit's capacity)"
+	}
+	return fmt.Sprintf("%dms", ms)
 }
 
 func enforcing(r *policy.Rule) bool {
@@ -333,7 +350,7 @@ func check(got outcome, want Expect, last bool) string {
 		if len(got.rules) == 0 {
 			return "no rule matched"
 		}
-		return fmt.Sprintf("matched %s; remaining %d, retry after %dms", strings.Join(got.rules, ", "), got.remaining, got.retry)
+		return fmt.Sprintf("matched %s; remaining %d, retry after %s", strings.Join(got.rules, ", "), got.remaining, retryText(got.retry))
 	}
 	if want.Rule != "" && got.rule != want.Rule {
 		return fmt.Sprintf("rule: got none of %q, want %s (%s)", got.rules, want.Rule, ctx())
@@ -357,7 +374,7 @@ func check(got outcome, want Expect, last bool) string {
 		return fmt.Sprintf("remaining: got %d, want %d (%s)", got.remaining, *want.Remaining, ctx())
 	}
 	if want.RetryAfterMs != nil && got.retry != *want.RetryAfterMs {
-		return fmt.Sprintf("retry_after: got %dms, want %dms (%s)", got.retry, *want.RetryAfterMs, ctx())
+		return fmt.Sprintf("retry_after: got %s, want %dms (%s)", retryText(got.retry), *want.RetryAfterMs, ctx())
 	}
 	return ""
 }
