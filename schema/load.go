@@ -331,6 +331,9 @@ func cueProblems(err error, user cue.Value, values valueIndex) Problems {
 		if parent, field, ok := requiredField(format, args, path); ok {
 			pr.Path, pr.Message = cuePath(parent), requiredMessage(user, parent, field)
 		}
+		if msg, ok := emptyListMessage(format, args, path); ok {
+			pr.Message = msg
+		}
 		if msg, canary, ok := stageMessage(user, path); ok {
 			pr.Message = msg
 			if canary {
@@ -352,6 +355,22 @@ func cueProblems(err error, user cue.Value, values valueIndex) Problems {
 	}
 	probs.Sort()
 	return probs
+}
+
+// emptyListMessage says what an empty list means where the schema wants at least one element
+// (a rule's match and limits: [#X, ...#X]), for which CUE says "incompatible list lengths (0 and
+// 1)".
+func emptyListMessage(format string, args []any, path []string) (string, bool) {
+	if format != "incompatible list lengths (%d and %d)" || len(args) != 2 || fmt.Sprint(args[0]) != "0" || len(path) == 0 {
+		return "", false
+	}
+	switch path[len(path)-1] {
+	case "match":
+		return "a rule needs at least one match entry: an empty match would select no descriptor", true
+	case "limits":
+		return "a rule needs at least one limit", true
+	}
+	return "", false
 }
 
 // valuePositions moves each of ps that is a field's label to the field's value, dropping any

@@ -53,6 +53,11 @@ func TestLoadProblems(t *testing.T) {
 			"value is required for kind generic_key", "5:14", "domains.d.sources.g", ""},
 		{"source without kind", strings.Replace(rule(""), "\trules:", "\tsources: k: {header: \"x-k\"}\n\trules:", 1),
 			"kind is required", "5:14", "domains.d.sources.k", ""},
+		// CUE says "incompatible list lengths (0 and 1)".
+		{"empty match", strings.Replace(rule(""), `match: [{key: "tenant_id"}]`, "match: []", 1),
+			"a rule needs at least one match entry", "6:10", "domains.d.rules.r.match", ""},
+		{"empty limits", strings.Replace(rule(""), `limits: [{requests: 10, window: "1s"}]`, "limits: []", 1),
+			"a rule needs at least one limit", "7:11", "domains.d.rules.r.limits", ""},
 		{"limit without window", strings.Replace(rule(""), `, window: "1s"`, "", 1),
 			"window is required", "7:12", "domains.d.rules.r.limits.0", ""},
 		{"fallback without window", rule(`failure: {mode: "open", fallback: {requests: 5}}`),
