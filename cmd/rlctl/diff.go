@@ -37,8 +37,8 @@ at base and at head. A rule moved between files or reformatted is unchanged.
 
 Sides: --base and --head each take a Git revision (a commit, branch or tag of the
 repository around the PATHs, whose files at those paths are loaded; git must be
-installed) or a directory: a value that names an existing directory is loaded as
-that directory, and PATH does not apply to it (write refs/heads/NAME for a branch
+installed) or a directory or .cue file: a value that names an existing one is
+loaded as it is, and PATH does not apply to it (write refs/heads/NAME for a branch
 that has a directory's name). --base defaults to the merge base of HEAD with the
 default branch (origin's HEAD, else main, else master); --head to the working tree.
 
@@ -94,8 +94,8 @@ func newDiffCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&df.base, "base", "", "the version to compare against: a Git `REF`, or a DIR (default: the merge base with the default branch)")
-	f.StringVar(&df.head, "head", "", "the version to compare: a Git `REF`, or a DIR (default: the working tree)")
+	f.StringVar(&df.base, "base", "", "the version to compare against: a Git `REF`, or a DIR or .cue file (default: the merge base with the default branch)")
+	f.StringVar(&df.head, "head", "", "the version to compare: a Git `REF`, or a DIR or .cue file (default: the working tree)")
 	f.StringVarP(&df.output, "output", "o", "text", "output format: text, json or markdown")
 	f.StringVar(&df.out, "out", "", "write the output to `FILE` (atomically) instead of stdout; - is stdout")
 	f.BoolVar(&df.exitCode, "exit-code", false, "exit 2 when there are changes, 0 when there are none")

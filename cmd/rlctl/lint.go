@@ -49,7 +49,7 @@ block says otherwise), a stage change sets a new since and no since is in the
 future, and a critical-path rule made fail-open or removed gives a reason. REF is
 a Git commit, branch or tag of the repository around the PATHs, whose files at
 the same paths are loaded (git must be installed); when the value names an
-existing directory, that directory is loaded as the base instead. Days count in
+existing directory or .cue file, that is loaded as the base instead. Days count in
 UTC up to --today (YYYY-MM-DD, default today), so CI runs are repeatable. Without
 --base the governance rules do not run.
 
@@ -123,7 +123,7 @@ func newLintCmd() *cobra.Command {
 	f.StringVarP(&output, "output", "o", "text", "output format: "+strings.Join(finding.FormatNames, ", "))
 	f.StringVar(&out, "out", "", "write findings to `FILE` (atomically) instead of stdout; - is stdout")
 	f.BoolVar(&failOnWarn, "fail-on-warn", false, "exit 1 on warnings too")
-	f.StringVar(&base, "base", "", "also run the governance rules on the change from `REF` (a Git revision, or a directory when the value is an existing one)")
+	f.StringVar(&base, "base", "", "also run the governance rules on the change from `REF` (a Git revision, or a directory or .cue file when the value is an existing one)")
 	f.StringVar(&today, "today", "", "the day governance counts dwell to, `YYYY-MM-DD` (default: today in UTC); needs --base")
 	f.StringVar(&explain, "explain", "", "print the explanation of rule `ID` (such as RL007, rl007 or drift-over-tolerance) and exit; takes no PATH")
 	return cmd
@@ -156,10 +156,10 @@ func governanceOptions(cmd *cobra.Command, base, today string, paths []string) (
 	return opts, nil
 }
 
-// loadBase loads the policies as they are at base: the directory base when it is an existing
-// directory, else the paths at Git revision base.
+// loadBase loads the policies as they are at base: the directory or .cue file base when it is
+// an existing one (as a PATH is read), else the paths at Git revision base.
 func loadBase(base string, paths []string) (*policy.Model, error) {
-	if fi, err := os.Stat(base); err == nil && fi.IsDir() {
+	if fi, err := os.Stat(base); err == nil && (fi.IsDir() || (fi.Mode().IsRegular() && strings.HasSuffix(base, ".cue"))) {
 		return schema.Load(base)
 	}
 	return revision.Load(base, paths...)
