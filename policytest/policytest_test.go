@@ -223,6 +223,8 @@ func TestDiscover(t *testing.T) {
 		{in("onlybroken"), in("onlybroken/a_test.cue"), ""},
 		{in("brokenbare/b.cue"), in("brokenbare/b.cue"), ""},
 		{in("missing"), nil, "no such file or directory"},
+		// A file named twice, or with its directory, runs once.
+		{in("pol/tests/a_test.cue", "pol/tests/a_test.cue", "pol"), in("pol/tests/a_test.cue", "pol/tests/b_test.cue"), ""},
 	}
 	for _, tt := range tests {
 		got, err := Discover(tt.paths)

@@ -65,12 +65,19 @@ type Loader func(dir string) (*policy.Model, error)
 // otherwise counts as neither kind: a broken policy file is reported by the policy's load.
 func Discover(paths []string) ([]string, error) {
 	var files []string
+	seen := map[string]bool{}
 	for _, p := range paths {
 		fs, err := discover(p, true)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, fs...)
+		for _, f := range fs {
+			// A file named twice, or by its directory too, runs once.
+			if key := filepath.Clean(f); !seen[key] {
+				seen[key] = true
+				files = append(files, f)
+			}
+		}
 	}
 	return files, nil
 }

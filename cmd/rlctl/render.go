@@ -68,8 +68,10 @@ func newRenderCmd() *cobra.Command {
 			if !contains(t.Formats, opts.Format) {
 				return usageErrorf("render: unknown output format %q for target %s (want %s)", opts.Format, target, strings.Join(t.Formats, ", "))
 			}
-			if cmd.Flags().Changed("bootstrap") && target != "envoy" {
-				return usageErrorf("render: --bootstrap is a setting of --target envoy")
+			for _, name := range []string{"bootstrap", "rls-cluster", "rls-address"} {
+				if cmd.Flags().Changed(name) && target != "envoy" {
+					return usageErrorf("render: --%s is a setting of --target envoy", name)
+				}
 			}
 			if prune && (!t.MultiFile || opts.Envoy.Bootstrap || out == "" || out == "-") {
 				return usageErrorf("render: --prune takes a several-file target (envoy without --bootstrap, ratelimit) and --out DIR")

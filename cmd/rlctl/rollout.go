@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -327,6 +328,9 @@ type ruleEdit struct {
 // rolloutEdit runs promote, abort, pause or resume.
 func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []string) error {
 	prefix := "rollout " + verb + ": "
+	// A rule named twice is one rule to edit, once: it was promoted, and printed, twice.
+	seen := map[string]bool{}
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { dup := seen[a]; seen[a] = true; return dup })
 	if verb == "pause" && strings.TrimSpace(rf.reason) == "" {
 		return usageErrorf("%s--reason is required: say why the rule must not advance", prefix)
 	}
