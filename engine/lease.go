@@ -731,8 +731,9 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 		// The call goes on: it stays in flight (pending) until it lands, and its reply is
 		// then taken as a prefetch's. This request is decided without it.
 		m.storeErrors.add(m.single, 1)
-		late.Then(func(res Result, err error) { m.landLate(l, limits, res, err) })
-		return Decision{}, fmt.Errorf("lease %q: %w", l.key, err)
+		t := &lateTake{m: m, l: l}
+		late.Then(func(res Result, err error) { m.landLate(l, limits, res, err, t) })
+		return Decision{}, &lateTakeError{err: fmt.Errorf("lease %q: %w", l.key, err), take: t}
 	}
 	return m.landSync(l, limits, cost, now, res, err)
 }
@@ -777,28 +778,95 @@ func (m *LeaseManager) landSync(l *lease, limits []Limit, cost, now int64, res R
 }
 
 // landLate takes the reply of a synchronous take whose request stopped waiting for it (Late):
-// the call is no longer in flight, and what it granted joins the balance.
-func (m *LeaseManager) landLate(l *lease, limits []Limit, res Result, err error) {
+// the call is no longer in flight, and what it granted joins the balance, but for what t's
+// request spent of it (lateTake.spend).
+func (m *LeaseManager) landLate(l *lease, limits []Limit, res Result, err error, t *lateTake) {
 	now := m.now()
 	m.lock(l)
 	defer m.unlock(l)
 	l.pending--
+	t.landed = true
+	n := res.Granted - min(t.owed, max(res.Granted, 0))
 	switch {
 	case err != nil:
 	case !l.sameLimits(limits):
 		// A reload changed the key's limits while the call was on its way (relimit).
-		m.giveBackAs(l, limits, res.Granted, res.Now)
+		m.giveBackAs(l, limits, n, res.Now)
 	default:
 		m.landed(l, now, limits, res, 1)
-		if res.Granted > 0 && !l.dead {
-			m.credit(l, res.Granted, res.Now, now)
-		} else if res.Granted > 0 {
-			m.giveBack(l, res.Granted, res.Now) // Sweep or an eviction forgot the key meanwhile
+		if n > 0 && !l.dead {
+			m.credit(l, n, res.Now, now)
+			t.credited = true
+		} else if n > 0 {
+			m.giveBack(l, n, res.Now) // Sweep or an eviction forgot the key meanwhile
 		}
 	}
 	if !l.dead {
 		m.settled(l)
 	}
+}
+
+// lateTake is a synchronous take that went on after its request stopped waiting for it (Late).
+// The request may be admitted all the same, without the store (a fail-open rule's local bound,
+// RulePlan.Decide), and then its cost comes out of what the take grants: the store counted the
+// take, so crediting the whole grant to the lease would let another request spend the cost
+// again. Measured before: a fail-open rule of 300 an hour on a Redis slow enough for late
+// replies admitted 312, one extra per late reply.
+type lateTake struct {
+	m *LeaseManager
+	l *lease
+	// owed is what the request spent before the take landed; landed says it has, and
+	// credited that its grant joined the balance. All l.mu.
+	owed             int64
+	landed, credited bool
+}
+
+// spend charges the cost of t's request, admitted without the store, to t's grant: owed
+// until it lands, then taken from the lease's balance, as far as the balance holds it, when
+// the grant joined it (a take that failed, or was given back, counts nothing to charge).
+func (t *lateTake) spend(cost int64) {
+	m, l := t.m, t.l
+	m.lock(l)
+	defer m.unlock(l)
+	if !t.landed {
+		t.owed += cost
+		return
+	}
+	if !t.credited {
+		return
+	}
+	for {
+		b := l.balance.Load()
+		n := min(b, cost)
+		if n <= 0 {
+			return
+		}
+		if l.balance.CompareAndSwap(b, b-n) {
+			if m.single {
+				m.held -= n
+			}
+			return
+		}
+	}
+}
+
+// lateTakeError is the error of a take that went on after its request stopped waiting: the
+// store's (a Late, through Unwrap), and the take, for RulePlan.Decide.
+type lateTakeError struct {
+	err  error
+	take *lateTake
+}
+
+func (e *lateTakeError) Error() string { return e.err.Error() }
+func (e *lateTakeError) Unwrap() error { return e.err }
+
+// lateTakeOf returns the lateTake of err, or nil.
+func lateTakeOf(err error) *lateTake {
+	var e *lateTakeError
+	if errors.As(err, &e) {
+		return e.take
+	}
+	return nil
 }
 
 // giveBack returns n tokens to the store through the Dispatcher.

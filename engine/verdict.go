@@ -115,6 +115,11 @@ func (p *RulePlan) unavailable(ctx context.Context, lm *LeaseManager, key string
 	if ferr != nil || fb.Granted == 0 {
 		return Verdict{Over: true, ResetMs: fb.ResetAfter, RetryMs: max(fb.RetryAfter, 1), Via: via}, err
 	}
+	if t := lateTakeOf(err); t != nil {
+		// The request's take goes on in the store, which counts it there: its grant must not
+		// also pay for another request.
+		t.spend(cost)
+	}
 	return Verdict{Remaining: fb.Remaining, ResetMs: fb.ResetAfter, Via: via}, err
 }
 

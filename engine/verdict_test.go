@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/rlctl/rlctl/policy"
@@ -143,6 +144,69 @@ func TestViaString(t *testing.T) {
 	for i, w := range want {
 		if got := Via(i).String(); got != w {
 			t.Errorf("Via(%d): got %q, want %q", i, got, w)
+		}
+	}
+}
+
+// lateStore answers every take with a Late, which the test ends; then it denies.
+type lateStore struct {
+	mu    sync.Mutex
+	lates []*Late
+	end   *Result // when set, a take's Late has ended with it before Take returns
+}
+
+func (s *lateStore) Take(_ context.Context, r TakeRequest) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.lates) > 0 {
+		return Result{RetryAfter: 1000}, nil // one late take per test: the rest are denied
+	}
+	late := &Late{Err: errors.New("store timeout")}
+	if s.end != nil {
+		late.End(*s.end, nil)
+	}
+	s.lates = append(s.lates, late)
+	return Result{}, late
+}
+func (s *lateStore) Return(context.Context, ReturnRequest) error { return nil }
+
+// TestLateTakeOfAdmittedRequest: a fail-open request whose take timed out is admitted by its
+// local bound, and its take still lands in the store, which counts it: the request's cost comes
+// out of the late grant, whether the grant lands after the request was decided or before. The
+// whole grant joined the lease, so another request spent the same token again: on a Redis slow
+// enough for late replies, a rule of 300 an hour admitted 312.
+func TestLateTakeOfAdmittedRequest(t *testing.T) {
+	const now = int64(1_000_000)
+	p, err := PlanRule("edge", &policy.Rule{Name: "r", Limits: []policy.Limit{{Requests: 100, WindowMs: 3_600_000}},
+		FailureMode: policy.FailOpen, Fallback: &policy.Rate{Requests: 100, WindowMs: 3_600_000}, Lease: policy.Lease{Min: 1, Max: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, before := range []bool{false, true} {
+		store := &lateStore{}
+		grant := Result{Granted: 5, Remaining: 50, Now: now}
+		if before {
+			store.end = &grant
+		}
+		lm, err := NewLeaseManager(LeaseConfig{Store: store, Clock: ClockFunc(func() int64 { return now }), MinLease: 1, MaxLease: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := Unavailable{Fallback: NewMemory(nil), Now: now, RetryMs: 3000}
+		if v, err := p.Decide(context.Background(), lm, "rl:edge:r:k", p.Limits, 1, u); v.Over || v.Via != ViaFallback || err == nil {
+			t.Fatalf("landed before: %v: the late take's request got %+v (%v), want admitted by the fallback", before, v, err)
+		}
+		if !before {
+			store.lates[0].End(grant, nil)
+		}
+		fromLease := 0
+		for range 10 {
+			if v, _ := p.Decide(context.Background(), lm, "rl:edge:r:k", p.Limits, 1, u); !v.Over && v.Via == ViaLease {
+				fromLease++
+			}
+		}
+		if fromLease != 4 {
+			t.Errorf("landed before: %v: %d requests spent the late grant of 5, want 4 (its own request spent one)", before, fromLease)
 		}
 	}
 }
