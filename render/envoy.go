@@ -36,6 +36,10 @@ var envoyTarget = Target{
 		"whose rate_limits build the policy's descriptors (DOMAIN.virtual_host), and the sidecar's " +
 		"cluster (rls_cluster); with --bootstrap one complete static bootstrap (bootstrap) to try locally",
 	render: renderEnvoy,
+	// A domain's two files; rls_cluster is written every time, and a bootstrap is not a domain's.
+	owns: func(name string, _ []byte, format string) bool {
+		return strings.HasSuffix(name, ".http_filters."+format) || strings.HasSuffix(name, ".virtual_host."+format)
+	},
 }
 
 // Defaults of EnvoyOptions.

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"bytes"
+
 	"github.com/rlctl/rlctl/erlconfig"
 	"github.com/rlctl/rlctl/policy"
 )
@@ -14,6 +16,12 @@ var ratelimitTarget = Target{
 	Formats:   []string{"yaml", "json"},
 	MultiFile: true,
 	Doc:       "envoyproxy/ratelimit configuration, one file per domain (DOMAIN.yaml)",
+	// A YAML file with the header rlctl writes (erlconfig.Config.Marshal): a JSON file has no
+	// room for one, and ERL's directory may hold hand-written configs.
+	owns: func(_ string, head []byte, format string) bool {
+		return format == "yaml" && bytes.HasPrefix(head, []byte("# envoyproxy/ratelimit configuration of domain ")) &&
+			bytes.Contains(head, []byte(", rendered by rlctl from its policy.\n"))
+	},
 	render: func(m *policy.Model, o Options) (Result, error) {
 		cfgs, notes := erlconfig.FromModel(m)
 		var res Result

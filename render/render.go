@@ -98,6 +98,10 @@ type Target struct {
 	Doc string
 
 	render func(m *policy.Model, o Options) (Result, error)
+	// owns reports whether a file of a several-file target's directory, named name and holding
+	// head (its first bytes), is one the target writes for a domain, so that one no render
+	// writes any more is a leftover (Leftovers). Nil: none is.
+	owns func(name string, head []byte, format string) bool
 }
 
 // ErrStrict means Options.Strict was set and the target had to approximate.
@@ -194,12 +198,16 @@ func WriteStream(w io.Writer, files []File, multiFile bool) error {
 	return nil
 }
 
-// Leftovers returns the names of the files of dir, sorted, that end in ext (".yaml") and are not
-// among files: in a directory a several-file target renders into, the files of a domain since
-// removed or renamed, which whatever reads the directory (envoyproxy/ratelimit loads every file
-// of its config directory) goes on reading. Hidden files, directories and other extensions are
-// not counted. A dir that does not exist has none.
-func Leftovers(dir string, files []File, ext string) ([]string, error) {
+// Leftovers returns the names of the files of dir, sorted, that t writes for a domain (its
+// file names, and for ratelimit's YAML its header) in format, and that are not among files: in
+// a directory a several-file target renders into, the files of a domain since removed or
+// renamed, which whatever reads the directory (envoyproxy/ratelimit loads every file of its
+// config directory) goes on reading. Other files (another target's, a bootstrap, hand-written
+// ones, hidden ones) are never counted. A dir that does not exist has none.
+func (t Target) Leftovers(dir string, files []File, format string) ([]string, error) {
+	if t.owns == nil {
+		return nil, nil
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -214,11 +222,33 @@ func Leftovers(dir string, files []File, ext string) ([]string, error) {
 	var out []string
 	for _, e := range entries {
 		name := e.Name()
-		if e.Type().IsRegular() && strings.HasSuffix(name, ext) && !strings.HasPrefix(name, ".") && !written[name] {
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || written[name] || !strings.HasSuffix(name, "."+format) {
+			continue
+		}
+		head, err := readHead(filepath.Join(dir, name), 256)
+		if err != nil {
+			return nil, err
+		}
+		if t.owns(name, head, format) {
 			out = append(out, name)
 		}
 	}
 	return out, nil
+}
+
+// readHead returns the first n bytes of the file at path, or fewer.
+func readHead(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	k, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return buf[:k], nil
 }
 
 // WriteDir writes each file into dir, creating dir when it is missing. Each file is written

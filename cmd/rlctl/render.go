@@ -92,13 +92,13 @@ func newRenderCmd() *cobra.Command {
 			multiFile := t.MultiFile && !opts.Envoy.Bootstrap
 			var leftovers []string
 			if multiFile && out != "" && out != "-" && err == nil {
-				if leftovers, err = render.Leftovers(out, res.Files, "."+opts.Format); err != nil {
+				if leftovers, err = t.Leftovers(out, res.Files, opts.Format); err != nil {
 					return usageErrorf("render: --out %w", err)
 				}
 				for _, name := range leftovers {
 					f := render.Finding{Severity: render.Assumption, Target: target}
 					if prune {
-						f.Message = fmt.Sprintf("removed %s, which this render did not write (--prune)", filepath.Join(out, name))
+						f.Message = fmt.Sprintf("removes %s, which this render does not write (--prune)", filepath.Join(out, name))
 					} else {
 						f.Message = fmt.Sprintf("%s was not written by this render (a domain removed or renamed?) and is left as it is: "+
 							"whatever reads the directory still loads it; remove it, or render with --prune", filepath.Join(out, name))
@@ -137,7 +137,7 @@ func newRenderCmd() *cobra.Command {
 	f.StringVarP(&opts.Format, "output", "o", "", "output format (see the targets above; yaml or json where both exist)")
 	f.StringVar(&out, "out", "", "write a one-file target to `FILE` (atomically), a several-file target into the `DIR`; - is stdout")
 	f.BoolVar(&opts.Strict, "strict", false, "make every approximation an error (exit 1)")
-	f.BoolVar(&prune, "prune", false, "with a several-file target and --out DIR: remove the files of DIR in the output format that this render did not write (a removed or renamed domain's), which are otherwise left and reported")
+	f.BoolVar(&prune, "prune", false, "with a several-file target and --out DIR: remove the files of DIR that the target writes for a domain (see docs/render.md) and this render did not (a removed or renamed domain's), which are otherwise left and reported")
 	f.BoolVar(&opts.Envoy.Bootstrap, "bootstrap", false, "envoy: render a complete static Envoy bootstrap to try locally")
 	f.StringVar(&opts.Envoy.ClusterName, "rls-cluster", "rlctl_enforcer", "envoy: the `NAME` of the cluster of the rate limit service (the sidecar)")
 	f.StringVar(&opts.Envoy.ClusterAddress, "rls-address", "127.0.0.1:8081", "envoy: the sidecar's gRPC `HOST:PORT`")
