@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/rlctl/rlctl/internal/redistest"
 )
@@ -258,52 +260,132 @@ func TestReturn(t *testing.T) {
 // under a rule's old limits do, neither lower nor restart the count. An instance still at 100 an
 // hour lowered an hour's count of 500 to its 100, and a return under 100 a minute restarted the
 // count, so an instance at the new 1,000 an hour admitted 1,445 in the hour (and Memory 2,000).
-// On Memory and on real Redis, whose script must agree.
+// While a window of another length lasts, a take counts in it and is decided against it, and
+// neither a take nor a return shortens the key's TTL. On Memory and on real Redis, whose script
+// must agree.
 func TestOtherLimitsKeepTheCount(t *testing.T) {
+	srv := redistest.Start(t)
 	for _, store := range []struct {
 		name string
-		s    Store
-	}{{"memory", NewMemory(nil)}, {"redis", NewRedis(redistest.Start(t).Client())}} {
+		s    func() Store
+	}{{"memory", func() Store { return NewMemory(nil) }}, {"redis", func() Store { return NewRedis(srv.Client()) }}} {
 		for _, algo := range []Algorithm{FixedWindow, SlidingWindow} {
 			t.Run(store.name+"/"+algo.String(), func(t *testing.T) {
 				ctx := context.Background()
+				s := store.s()
 				hour := func(n int64) []Limit { return []Limit{{Algorithm: algo, Requests: n, Window: 3600 * second}} }
 				minute := []Limit{{Algorithm: algo, Requests: 100, Window: 60 * second}}
-				key := Key("other-limits", algo.String())
+				key := Key("other-limits", store.name, algo.String())
 				at := int64(1_000_000) * 3600 * second // the start of an hour
-				take := func(limits []Limit, now, want int64) int64 {
+				take := func(limits []Limit, now, want int64) Result {
 					t.Helper()
-					got, err := store.s.Take(ctx, TakeRequest{Key: key, Limits: limits, Want: want, Min: 1, Now: now})
+					got, err := s.Take(ctx, TakeRequest{Key: key, Limits: limits, Want: want, Min: 1, Now: now})
 					if err != nil {
 						t.Fatal(err)
 					}
-					return got.Granted
+					return got
 				}
-				if got := take(hour(1000), at+1800*second, 500); got != 500 {
+				if got := take(hour(1000), at+1800*second, 500).Granted; got != 500 {
 					t.Fatalf("500 of a fresh hour's 1000: granted %d", got)
 				}
 				// An instance not yet reloaded: its 100 an hour is spent, and the count stays.
-				if got := take(hour(100), at+1801*second, 1); got != 0 {
+				if got := take(hour(100), at+1801*second, 1).Granted; got != 0 {
 					t.Errorf("under the old 100 an hour, with 500 counted: granted %d, want 0", got)
 				}
 				// A lease of the old limits returns a token under 100 a minute: not taken from
 				// this window, so nothing is given back to it.
-				if err := store.s.Return(ctx, ReturnRequest{Key: key, Limits: minute, N: 1, TakenAt: at + 1802*second, Now: at + 1802*second}); err != nil {
+				if err := s.Return(ctx, ReturnRequest{Key: key, Limits: minute, N: 1, TakenAt: at + 1802*second, Now: at + 1802*second}); err != nil {
 					t.Fatal(err)
 				}
-				if got := take(hour(1000), at+1803*second, 1000); got != 500 {
-					t.Errorf("the rest of the hour's 1000: granted %d, want 500", got)
+				if got := take(hour(1000), at+1803*second, 300).Granted; got != 300 {
+					t.Errorf("300 more of the hour's 1000: granted %d, want 300", got)
 				}
-				// A take under a minute's window carries the hour's count over while the hour
-				// lasts, and starts from 0 once it is over.
-				if got := take(minute, at+1804*second, 1); got != 0 {
-					t.Errorf("under 100 a minute, with the hour's 1000 counted: granted %d, want 0", got)
+				// A take under a minute's window while the hour lasts counts in the hour, and is
+				// decided against it: 800 counted is over 100, and the wait is the hour's end.
+				got := take(minute, at+1804*second, 1)
+				if got.Granted != 0 || got.RetryAfter != 1796*second {
+					t.Errorf("under 100 a minute, with 800 of the hour counted: %+v, want none, retry when the hour ends (1,796 s)", got)
 				}
-				if got := take(minute, at+3600*second+30*second, 100); got != 100 {
+				// Minutes later the hour still holds its count, whoever asked in between.
+				if got := take(hour(1000), at+1900*second, 1000).Granted; got != 200 {
+					t.Errorf("the rest of the hour's 1000 after a minute's take: granted %d, want 200", got)
+				}
+				if got := take(minute, at+1990*second, 1).Granted; got != 0 {
+					t.Errorf("under 100 a minute, later in the full hour: granted %d, want 0", got)
+				}
+				// Once the hour is over, minutes of 100 start, the first empty.
+				if got := take(minute, at+3600*second+30*second, 100).Granted; got != 100 {
 					t.Errorf("under 100 a minute, in the next hour: granted %d, want 100", got)
 				}
 			})
 		}
+	}
+}
+
+// TestOtherLengthKeepsSlidingPrev: a take under another length in a sliding window's next
+// window leaves the previous window's count, which still weighs: it was zeroed, and the hour
+// then granted 997 of 1,000 twelve seconds into the hour after a full one.
+func TestOtherLengthKeepsSlidingPrev(t *testing.T) {
+	ctx := context.Background()
+	hour := []Limit{{Algorithm: SlidingWindow, Requests: 1000, Window: 3600 * second}}
+	minute := []Limit{{Algorithm: SlidingWindow, Requests: 100, Window: 60 * second}}
+	at := int64(1_000_000) * 3600 * second
+	for _, s := range []Store{NewMemory(nil), NewRedis(redistest.Start(t).Client())} {
+		key := Key("sliding-prev", fmt.Sprintf("%T", s))
+		take := func(limits []Limit, now, want int64) int64 {
+			t.Helper()
+			got, err := s.Take(ctx, TakeRequest{Key: key, Limits: limits, Want: want, Min: 1, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.Granted
+		}
+		take(hour, at, 1000)
+		next := at + 3600*second
+		first := take(hour, next+10*second, 1000) // the full hour before weighs 997
+		take(minute, next+11*second, 1)
+		if got := take(hour, next+12*second, 1000); got > 1 || first > 3 {
+			t.Errorf("%T: granted %d, then %d after a minute's take, in the hour after a full one: want about 3, then 0", s, first, got)
+		}
+	}
+}
+
+// TestOtherLengthKeepsTheTTL: a return or a take under a shorter window, while an hour's count
+// lasts, does not shorten the key's TTL to the minute's: the hour's count expired with it, and
+// the hour then granted its whole limit again (Memory: 1,000 after 1,000 spent).
+func TestOtherLengthKeepsTheTTL(t *testing.T) {
+	ctx := context.Background()
+	hour := []Limit{{Algorithm: FixedWindow, Requests: 1000, Window: 3600 * second}}
+	minute := []Limit{{Algorithm: FixedWindow, Requests: 100, Window: 60 * second}}
+	at := int64(1_000_000) * 3600 * second
+	m := NewMemory(nil)
+	if got, _ := m.Take(ctx, TakeRequest{Key: "k", Limits: hour, Want: 1000, Min: 1, Now: at}); got.Granted != 1000 {
+		t.Fatalf("granted %d of a fresh hour", got.Granted)
+	}
+	if err := m.Return(ctx, ReturnRequest{Key: "k", Limits: minute, N: 1, Now: at + second}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.Take(ctx, TakeRequest{Key: "k", Limits: minute, Want: 1, Min: 1, Now: at + 2*second}); got.Granted != 0 {
+		t.Fatalf("a minute's take in the full hour: granted %d", got.Granted)
+	}
+	if got, _ := m.Take(ctx, TakeRequest{Key: "k", Limits: hour, Want: 1000, Min: 1, Now: at + 300*second}); got.Granted != 0 {
+		t.Errorf("memory: the hour's take 5 minutes on: granted %d, want 0 (its count kept)", got.Granted)
+	}
+
+	rdb := redistest.Start(t).Client()
+	r := NewRedis(rdb)
+	key := Key("ttl", "hour")
+	if _, err := r.Take(ctx, TakeRequest{Key: key, Limits: hour, Want: 1000, Min: 1, Now: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Return(ctx, ReturnRequest{Key: key, Limits: minute, N: 1, Now: at + second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Take(ctx, TakeRequest{Key: key, Limits: minute, Want: 1, Min: 1, Now: at + 2*second}); err != nil {
+		t.Fatal(err)
+	}
+	if pttl, err := rdb.PTTL(ctx, key).Result(); err != nil || pttl < time.Duration(TTL(hour))*time.Millisecond-time.Minute {
+		t.Errorf("redis: PTTL %v (%v) after a minute's return and take, want about %v (the hour's)", pttl, err, time.Duration(TTL(hour))*time.Millisecond)
 	}
 }
 

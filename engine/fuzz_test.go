@@ -64,11 +64,11 @@ func FuzzBucket(f *testing.F) {
 			}
 		}
 
-		r := take(limits, slots, t0, min(want, MaxExact), min(need, MaxExact))
+		r, _ := take(limits, slots, t0, min(want, MaxExact), min(need, MaxExact))
 		check("take", t0, &r)
 		giveBack(limits, slots, t1, min(ret, MaxExact), t0)
 		check("return", t1, nil)
-		r = take(limits, slots, t1, min(want, MaxExact), min(need, MaxExact))
+		r, _ = take(limits, slots, t1, min(want, MaxExact), min(need, MaxExact))
 		check("second take", t1, &r)
 	})
 }

@@ -180,8 +180,8 @@ func (h *MemoryHandle) Take(want, need, now int64) (Result, error) {
 	default:
 		e.renew(len(xs), now)
 	}
-	res := take(xs, e.slots, now, want, need)
-	sh.touch(e, now, m.ttlOf(xs))
+	res, keep := take(xs, e.slots, now, want, need)
+	sh.touch(e, now, m.ttlOf(xs), keep)
 	return res, nil
 }
 

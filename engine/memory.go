@@ -183,8 +183,8 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 	} else if e, err = m.hinted(sh, key, r.hint, len(limits), now); err != nil {
 		return Result{}, err
 	}
-	res := take(limits, e.slots, now, want, need)
-	sh.touch(e, now, m.ttlOf(limits))
+	res, keep := take(limits, e.slots, now, want, need)
+	sh.touch(e, now, m.ttlOf(limits), keep)
 	return res, nil
 }
 
@@ -211,8 +211,8 @@ func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
 	if err != nil {
 		return err
 	}
-	giveBack(limits, e.slots, now, n, r.TakenAt)
-	sh.touch(e, now, m.ttlOf(limits))
+	keep := giveBack(limits, e.slots, now, n, r.TakenAt)
+	sh.touch(e, now, m.ttlOf(limits), keep)
 	return nil
 }
 
@@ -494,8 +494,8 @@ func (m *Memory) TakeCell(c *MemoryCell, key string, limits []Limit, want, need,
 	if err != nil {
 		return Result{}, err
 	}
-	res := take(xs, e.slots, now, want, need)
-	sh.touch(e, now, m.ttlOf(xs))
+	res, keep := take(xs, e.slots, now, want, need)
+	sh.touch(e, now, m.ttlOf(xs), keep)
 	return res, nil
 }
 
@@ -545,8 +545,8 @@ func (m *Memory) TakePlanned(c *MemoryCell, key string, plan *CellPlan, now int6
 	if err != nil {
 		return Result{}, err
 	}
-	res := take(plan.xs, e.slots, now, plan.want, plan.need)
-	sh.touch(e, now, plan.ttl)
+	res, keep := take(plan.xs, e.slots, now, plan.want, plan.need)
+	sh.touch(e, now, plan.ttl, keep)
 	return res, nil
 }
 
@@ -567,11 +567,16 @@ func (e *memEntry) renew(n int, now int64) {
 
 // touch renews e's TTL from the latest time the key has seen: a clock that
 // steps back must not shorten it, or the state could vanish while the
-// stored state would still decide differently from fresh state. The caller
-// holds sh's lock.
-func (sh *memShard) touch(e *memEntry, now, ttl int64) {
+// stored state would still decide differently from fresh state. With keep (a
+// foreign window, see slot) the TTL is not shortened either. The caller holds
+// sh's lock.
+func (sh *memShard) touch(e *memEntry, now, ttl int64, keep bool) {
 	e.last = max(e.last, now)
-	e.expire = e.last + ttl
+	if keep {
+		e.expire = max(e.expire, e.last+ttl)
+	} else {
+		e.expire = e.last + ttl
+	}
 	if e.expire < e.dueAt {
 		// A new entry, or its TTL shrank with its limits: a later expiry
 		// costs nothing now, Expire moves the entry's time on when it

@@ -84,8 +84,8 @@ end
 
 -- save writes back the fields each limit's algorithm owns, but for a state
 -- marked kept (a window of another length that a return leaves as it is), and
--- renews the TTL.
-local function save(key, ls, sts, ttl)
+-- renews the TTL; with keep (a foreign or kept window) it does not shorten it.
+local function save(key, ls, sts, ttl, keep)
   local args, k = {}, 0
   for i, l in ipairs(ls) do
     local s = sts[i]
@@ -99,7 +99,23 @@ local function save(key, ls, sts, ttl)
     end
   end
   if k > 0 then redis.call('HSET', key, unpack(args)) end
+  if keep then
+    local left = redis.call('PTTL', key)
+    if left > ttl then ttl = left end
+  end
   redis.call('PEXPIRE', key, ttl)
+end
+
+-- lasting says whether now falls in the window s holds, of the length it
+-- records.
+local function lasting(s, now)
+  return now < clamp(s.win, 0, MAXEXACT) + clamp(s.len, 0, MAXEXACT)
+end
+
+-- foreign says whether advanced state s is a window of another length than
+-- l's, which lasts: l decides against it as it stands and counts in it.
+local function foreign(l, s)
+  return l.algo ~= 0 and s.len ~= nil and s.len ~= l.win
 end
 
 local function advance(l, s, now)
@@ -119,18 +135,19 @@ local function advance(l, s, now)
   end
   local sliding = l.algo == 1
   local start = now - mod(now, l.win)
-  if s.win == nil or s.cur == nil or (sliding and s.prev == nil) then
+  if s.win == nil or s.cur == nil then
     s.win, s.cur, s.len = start, 0, l.win
     if sliding then s.prev = 0 end
     return
   end
+  if sliding and s.prev == nil then s.prev = 0 end
   s.cur = clamp(s.cur, 0, MAXEXACT)
   s.win = clamp(s.win, 0, MAXEXACT)
   if sliding then s.prev = clamp(s.prev, 0, MAXEXACT) end
   if s.len ~= nil and s.len ~= l.win then
-    if now >= s.win + clamp(s.len, 0, MAXEXACT) then s.cur = 0 end
-    local t = math.max(now, s.win)
-    s.win, s.len = t - mod(t, l.win), l.win
+    s.len = clamp(s.len, 0, MAXEXACT)
+    if lasting(s, now) then return end
+    s.win, s.cur, s.len = start, 0, l.win
     if sliding then s.prev = 0 end
     return
   end
@@ -157,6 +174,7 @@ end
 local function available(l, s, now)
   if l.algo == 0 then return idiv(s.tok, l.tu) end
   if l.algo == 1 then
+    if foreign(l, s) then return math.max(0, l.req - s.cur - math.min(s.prev, l.req)) end
     local w = ceildiv(math.min(s.prev, l.req) * (l.win - (now - s.win)), l.win)
     return math.max(0, l.req - s.cur - w)
   end

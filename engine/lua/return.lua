@@ -6,11 +6,13 @@ local now = clock(ARGV[1])
 local n, taken, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ls = limits(tonumber(ARGV[5]), 5)
 local sts = load(key, ls)
+local keep = false
 for i, l in ipairs(ls) do
   local s = sts[i]
-  -- A window counted under another length is left as it is: the tokens were
+  -- A window of another length that lasts is left as it is: the tokens were
   -- not taken from it.
-  s.kept = l.algo ~= 0 and s.len ~= nil and s.len ~= l.win
+  s.kept = l.algo ~= 0 and s.win ~= nil and s.cur ~= nil and s.len ~= nil and s.len ~= l.win and lasting(s, now)
+  keep = keep or s.kept
   if not s.kept then
     advance(l, s, now)
     local at = taken
@@ -28,5 +30,5 @@ for i, l in ipairs(ls) do
     end
   end
 end
-save(key, ls, sts, ttl)
+save(key, ls, sts, ttl, keep)
 return now

@@ -10,13 +10,14 @@ local sts = load(key, ls)
 local function retry_after(l, s, now, n)
   if n > l.cap then return NEVER end
   if available(l, s, now) >= n then return 0 end
+  if foreign(l, s) then return math.min(s.win + s.len, MAXEXACT) - now end
   if l.algo == 0 then return ceildiv(n * l.tu - s.tok, l.rate) end
   local e = now - s.win
   if l.algo == 1 then
     local m = l.req - s.cur - n
     if m >= 0 then return l.win - idiv(m * l.win, math.min(s.prev, l.req)) - e end
     local wait = l.win - e
-    if s.cur > 0 then wait = wait + math.max(0, l.win - idiv((l.req - n) * l.win, s.cur)) end
+    if s.cur > 0 then wait = wait + math.max(0, l.win - idiv((l.req - n) * l.win, math.min(s.cur, l.req))) end
     return wait
   end
   return l.win - e
@@ -24,12 +25,14 @@ end
 
 local function reset_after(l, s, now)
   if l.algo == 0 then return ceildiv(l.cap * l.tu - s.tok, l.rate) end
+  if foreign(l, s) then return math.min(s.win + s.len, MAXEXACT) - now end
   return l.win - (now - s.win)
 end
 
-local granted = want
+local granted, keep = want, false
 for i, l in ipairs(ls) do
   advance(l, sts[i], now)
+  keep = keep or foreign(l, sts[i])
   granted = math.min(granted, available(l, sts[i], effective(l, sts[i], now)))
 end
 local retry = 0
@@ -55,5 +58,5 @@ for i, l in ipairs(ls) do
 end
 local ll, ls_ = ls[limiting], sts[limiting]
 local reset = reset_after(ll, ls_, effective(ll, ls_, now))
-save(key, ls, sts, ttl)
+save(key, ls, sts, ttl, keep)
 return {granted, remaining, retry, reset, limiting - 1, now}
