@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,7 +113,7 @@ var prometheusHeader = fmt.Sprintf(`# Prometheus alerting rules for rlctl-enforc
 #   RateLimitEnforcerDown        an enforcer's /metrics could not be scraped for %s (critical)
 #   RateLimitBypassed            > %s%% of a domain's requests bypass the store, over %s, for %s (critical)
 #   RateLimitFailingClosed       a fail-closed rule's descriptors meet an unavailable store, over %s,
-#                                for %s (critical)
+#                                for %s (critical; rules in shadow or soft, which admit them, left out)
 #   RateLimitBreakerOpen         the store circuit breaker not closed, and refusing store calls, for %s
 #                                (critical when the policy has a fail-closed rule, else warning)
 #   RateLimitBreakerFlapping     the breaker opened %d times or more in %s (as RateLimitBreakerOpen)
@@ -209,17 +210,17 @@ func enforcerAlerts(m *policy.Model) []promAlert {
 		},
 	}
 	failingClosed := promAlert{
-		Alert: "RateLimitFailingClosed",
-		Expr: "sum by (domain, rule) (rate(rate_limit_requests_total{decision=\"failed_closed\"}[" + failedClosedWindow + "]))\n" +
-			"  > 0",
+		Alert:  "RateLimitFailingClosed",
+		Expr:   failingClosedExpr(m),
 		For:    failedClosedFor,
 		Labels: map[string]string{"severity": "critical"},
 		Annotations: promAnnotations{
 			Summary: "Rule {{ $labels.domain }}/{{ $labels.rule }}: {{ $value | humanize }} descriptors a second meet an unavailable store and fail closed",
 			Description: "The store (Redis) could not decide, and this rule fails closed (its failure mode, or the " +
-				"call's " + policy.FailureModeHeader + " header): at the enforce stage its requests get 429 beyond the tokens " +
-				"already leased (shadow and soft rules admit them). These are counted as decision=\"failed_closed\", " +
-				"not as over the limit. Check the store and RateLimitBreakerOpen.",
+				"call's " + policy.FailureModeHeader + " header): its requests get 429 beyond the tokens already leased " +
+				"(at the enforce stage, and on a canary's enforcing share; shadow and soft rules admit them, and the " +
+				"alert leaves them out). These are counted as decision=\"failed_closed\", not as over the limit. " +
+				"Check the store and RateLimitBreakerOpen.",
 		},
 	}
 	down := promAlert{
@@ -344,6 +345,37 @@ func rolloutAlerts(m *policy.Model) []promAlert {
 		})
 	}
 	return alerts
+}
+
+// failingClosedExpr is RateLimitFailingClosed's expression: the failed_closed decisions of every
+// rule but those in the shadow or soft stage, which admit them. The stages are the policy's, as
+// RateLimitRuleWouldDeny's are: the alerts are rendered again when a rule moves on.
+func failingClosedExpr(m *policy.Model) string {
+	sel := func(extra string) string {
+		return "rate(rate_limit_requests_total{decision=\"failed_closed\"" + extra + "}[" + failedClosedWindow + "])"
+	}
+	var quiet []string // domains with shadow or soft rules
+	var parts []string
+	for _, d := range m.Domains {
+		var admit []string
+		for _, r := range d.Rules {
+			if r.Stage.Name == policy.StageShadow || r.Stage.Name == policy.StageSoft {
+				admit = append(admit, regexp.QuoteMeta(r.Name))
+			}
+		}
+		if len(admit) == 0 {
+			continue
+		}
+		slices.Sort(admit)
+		quiet = append(quiet, regexp.QuoteMeta(d.Name))
+		parts = append(parts, sel(", domain="+strconv.Quote(d.Name)+", rule!~"+strconv.Quote(strings.Join(admit, "|"))))
+	}
+	if len(quiet) == 0 {
+		return "sum by (domain, rule) (" + sel("") + ")\n  > 0"
+	}
+	slices.Sort(quiet)
+	parts = append([]string{sel(", domain!~" + strconv.Quote(strings.Join(quiet, "|")))}, parts...)
+	return "sum by (domain, rule) (\n    " + strings.Join(parts, "\n  or\n    ") + "\n)\n  > 0"
 }
 
 // failClosedRules names the fail-closed rules of m as "domain/rule", in model order.
