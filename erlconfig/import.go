@@ -228,8 +228,11 @@ func (im *importer) walk(di *domainImport, ds []Descriptor, path []policy.Match)
 		}
 		if s := captor(ds, i); s != nil {
 			what := "has no rate_limit and nothing below it"
-			if d.RateLimit != nil && d.RateLimit.Unlimited {
+			switch {
+			case d.RateLimit != nil && d.RateLimit.Unlimited:
 				what = "is unlimited"
+			case len(d.Descriptors) > 0:
+				what = "has no rate_limit and nothing below it is limited"
 			}
 			im.problem(d.Pos, []policy.Pos{s.Pos}, "descriptor %s %s, so ERL admits its values that descriptor %s would limit; rlctl has no rule that exempts values from another",
 				describe(append(path, policy.Match{Key: d.Key, Value: d.Value, Kind: kindOf(d.Value)})), what, describe([]policy.Match{{Key: s.Key, Value: s.Value, Kind: kindOf(s.Value)}}))

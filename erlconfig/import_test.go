@@ -318,6 +318,8 @@ func TestImportRefuses(t *testing.T) {
 		{"exempt", []string{
 			"descriptor user=\"admin\" is unlimited, so ERL admits its values that descriptor user would limit; rlctl has no rule that exempts values from another:\n    testdata/bad/exempt.yaml:7:5\n    testdata/bad/exempt.yaml:3:5",
 			"descriptor user=\"bot\" has no rate_limit and nothing below it, so ERL admits its values that descriptor user would limit; rlctl has no rule that exempts values from another:\n    testdata/bad/exempt.yaml:11:5\n    testdata/bad/exempt.yaml:3:5",
+			// Something below it, none of it limited: it said "nothing below it".
+			"descriptor user=\"crawler\" has no rate_limit and nothing below it is limited, so ERL admits its values that descriptor user would limit; rlctl has no rule that exempts values from another:\n    testdata/bad/exempt.yaml:13:5\n    testdata/bad/exempt.yaml:3:5",
 		}},
 		{"range", []string{"requests_per_unit 285616 per year is beyond rlctl's exact range: at most 285615 per year ((requests + 1) × window in ms up to 2^53-1):\n    testdata/bad/range.yaml:4:30"}},
 		{"duplicate", []string{"duplicate descriptor \"a_b_c\": ERL reads it as the one before (it joins key and value with '_'):\n    testdata/bad/duplicate.yaml:6:5\n    testdata/bad/duplicate.yaml:3:5"}},
