@@ -19,7 +19,7 @@ import "fmt"
 // counts in it and is decided against it as it stands (foreign: the whole
 // previous count of a sliding window weighs, and the wait is until the window
 // ends), a return leaves it alone, and neither shortens the key's TTL; once it is
-// over, windows of the caller's length start, the first empty. Lowering or
+// over, its count goes into the caller's window that held its last millisecond. Lowering or
 // restarting the count on such calls let an instance with a lower or shorter
 // limit erase what one with the new limit had counted: 1,645-1,759 admitted of
 // a day's 1,000 in a rollout.
@@ -143,12 +143,13 @@ func (l *exact) advance(s *slot, now int64) {
 			if lasting(s, now) {
 				return // decided against as it stands (foreign)
 			}
-			// Over: windows of this length from now on, the first empty.
-			s.win, s.cur, s.wlen = start, 0, l.Window
-			if sliding {
-				s.prev = 0
-			}
-			return
+			// Over: its count goes into the window of l's length that held its last
+			// millisecond, which then rolls as any window does, so what it counted is
+			// never dropped before its time (a window of l's length that began before it
+			// ended holds it, and a sliding window's count before it stays). It ended by
+			// now, so the sum stays in the exact range.
+			last := max(s.win+s.wlen-1, 0)
+			s.win = l.windowOf(last)
 		}
 		s.wlen = l.Window
 		s.has |= hasLen

@@ -313,9 +313,15 @@ func TestOtherLimitsKeepTheCount(t *testing.T) {
 				if got := take(minute, at+1990*second, 1).Granted; got != 0 {
 					t.Errorf("under 100 a minute, later in the full hour: granted %d, want 0", got)
 				}
-				// Once the hour is over, minutes of 100 start, the first empty.
-				if got := take(minute, at+3600*second+30*second, 100).Granted; got != 100 {
-					t.Errorf("under 100 a minute, in the next hour: granted %d, want 100", got)
+				// Once the hour is over, minutes of 100 start. The hour's count went into the
+				// minute that held its last millisecond, which a sliding minute half a minute on
+				// still weighs by half.
+				want := int64(100)
+				if algo == SlidingWindow {
+					want = 50
+				}
+				if got := take(minute, at+3600*second+30*second, 100).Granted; got != want {
+					t.Errorf("under 100 a minute, in the next hour: granted %d, want %d", got, want)
 				}
 			})
 		}
@@ -346,6 +352,56 @@ func TestOtherLengthKeepsSlidingPrev(t *testing.T) {
 		take(minute, next+11*second, 1)
 		if got := take(hour, next+12*second, 1000); got > 1 || first > 3 {
 			t.Errorf("%T: granted %d, then %d after a minute's take, in the hour after a full one: want about 3, then 0", s, first, got)
+		}
+	}
+}
+
+// TestEndedWindowFoldsIn: a window of another length that ended gives its count to the
+// caller's window that held its last millisecond. A longer window began before the shorter one
+// ended, and started empty: one take under 100 a minute at the top of the hour, then 999 and
+// 1,000 under 1,000 an hour were admitted (1,999 in the hour), and a sliding hour after a full
+// one admitted 999 and 1,000 more within 62 s. A return of tokens taken while the shorter
+// window lasted lowered a count they were never in (1,100 in the hour).
+func TestEndedWindowFoldsIn(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	at := int64(1_000_000) * 3600 * second
+	for _, algo := range []Algorithm{FixedWindow, SlidingWindow} {
+		hour := []Limit{{Algorithm: algo, Requests: 1000, Window: 3600 * second}}
+		minute := []Limit{{Algorithm: algo, Requests: 100, Window: 60 * second}}
+		for _, s := range []Store{NewMemory(nil), NewRedis(srv.Client())} {
+			name := fmt.Sprintf("%v/%T", algo, s)
+			key := func(k string) string { return Key("fold", name, k) }
+			take := func(k string, limits []Limit, now, want int64) int64 {
+				t.Helper()
+				got, err := s.Take(ctx, TakeRequest{Key: key(k), Limits: limits, Want: want, Min: 1, Now: now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got.Granted
+			}
+			take("a", minute, at, 1)
+			admitted := take("a", hour, at+second, 999) + take("a", hour, at+61*second, 1000)
+			if admitted != 999 {
+				t.Errorf("%s: the hour admitted %d after a minute's take at its start, want 999", name, admitted)
+			}
+			// A lease of the hour taken while the minute lasted comes back after it ended.
+			take("b", minute, at, 1)
+			take("b", hour, at+10*second, 100)
+			take("b", hour, at+61*second, 1000)
+			if err := s.Return(ctx, ReturnRequest{Key: key("b"), Limits: hour, N: 100, TakenAt: at + 10*second, Now: at + 62*second}); err != nil {
+				t.Fatal(err)
+			}
+			if got := take("b", hour, at+63*second, 1000); got != 100 {
+				t.Errorf("%s: after the return, granted %d, want 100 (1,000 in the hour)", name, got)
+			}
+			if algo == SlidingWindow {
+				take("c", hour, at+3599*second, 1000)
+				take("c", minute, at+3600*second, 1)
+				if got := take("c", hour, at+3601*second, 1000) + take("c", hour, at+3662*second, 1000); got > 20 {
+					t.Errorf("%s: the sliding hour after a full one admitted %d in its first minute, want under 20", name, got)
+				}
+			}
 		}
 	}
 }

@@ -147,9 +147,8 @@ local function advance(l, s, now)
   if s.len ~= nil and s.len ~= l.win then
     s.len = clamp(s.len, 0, MAXEXACT)
     if lasting(s, now) then return end
-    s.win, s.cur, s.len = start, 0, l.win
-    if sliding then s.prev = 0 end
-    return
+    local last = math.max(s.win + s.len - 1, 0)
+    s.win = last - mod(last, l.win)
   end
   s.len = l.win
   if now < s.win then
