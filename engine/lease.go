@@ -731,7 +731,7 @@ func (m *LeaseManager) slow(ctx context.Context, l *lease, limits []Limit, cost 
 		// The call goes on: it stays in flight (pending) until it lands, and its reply is
 		// then taken as a prefetch's. This request is decided without it.
 		m.storeErrors.add(m.single, 1)
-		t := &lateTake{m: m, l: l}
+		t := &lateTake{m: m, l: l, owed: cost, limits: limits}
 		late.Then(func(res Result, err error) { m.landLate(l, limits, res, err, t) })
 		return Decision{}, &lateTakeError{err: fmt.Errorf("lease %q: %w", l.key, err), take: t}
 	}
@@ -786,7 +786,10 @@ func (m *LeaseManager) landLate(l *lease, limits []Limit, res Result, err error,
 	defer m.unlock(l)
 	l.pending--
 	t.landed = true
-	n := res.Granted - min(t.owed, max(res.Granted, 0))
+	if err == nil {
+		t.withheld, t.takenAt = min(t.owed, max(res.Granted, 0)), res.Now
+	}
+	n := res.Granted - t.withheld
 	switch {
 	case err != nil:
 	case !l.sameLimits(limits):
@@ -796,7 +799,6 @@ func (m *LeaseManager) landLate(l *lease, limits []Limit, res Result, err error,
 		m.landed(l, now, limits, res, 1)
 		if n > 0 && !l.dead {
 			m.credit(l, n, res.Now, now)
-			t.credited = true
 		} else if n > 0 {
 			m.giveBack(l, n, res.Now) // Sweep or an eviction forgot the key meanwhile
 		}
@@ -811,42 +813,33 @@ func (m *LeaseManager) landLate(l *lease, limits []Limit, res Result, err error,
 // RulePlan.Decide), and then its cost comes out of what the take grants: the store counted the
 // take, so crediting the whole grant to the lease would let another request spend the cost
 // again. Measured before: a fail-open rule of 300 an hour on a Redis slow enough for late
-// replies admitted 312, one extra per late reply.
+// replies admitted 312, one extra per late reply. So the cost is owed from the start, and
+// withheld from the grant when it lands; Decide releases it when the request was not admitted.
+// (Charging the balance after the fact missed tokens others had spent meanwhile.)
 type lateTake struct {
-	m *LeaseManager
-	l *lease
-	// owed is what the request spent before the take landed; landed says it has, and
-	// credited that its grant joined the balance. All l.mu.
-	owed             int64
-	landed, credited bool
+	m      *LeaseManager
+	l      *lease
+	limits []Limit // the take's
+	// owed is the cost withheld from the grant when it lands, and withheld what was, of a
+	// grant taken at takenAt; landed says it has. All l.mu.
+	owed, withheld, takenAt int64
+	landed                  bool
 }
 
-// spend charges the cost of t's request, admitted without the store, to t's grant: owed
-// until it lands, then taken from the lease's balance, as far as the balance holds it, when
-// the grant joined it (a take that failed, or was given back, counts nothing to charge).
-func (t *lateTake) spend(cost int64) {
+// release gives up the cost t's request owes, when the request was not admitted after all:
+// before the grant lands nothing is withheld of it, and after, what was withheld goes back to
+// the store.
+func (t *lateTake) release(cost int64) {
 	m, l := t.m, t.l
 	m.lock(l)
 	defer m.unlock(l)
 	if !t.landed {
-		t.owed += cost
+		t.owed = max(0, t.owed-cost)
 		return
 	}
-	if !t.credited {
-		return
-	}
-	for {
-		b := l.balance.Load()
-		n := min(b, cost)
-		if n <= 0 {
-			return
-		}
-		if l.balance.CompareAndSwap(b, b-n) {
-			if m.single {
-				m.held -= n
-			}
-			return
-		}
+	if n := min(cost, t.withheld); n > 0 {
+		t.withheld -= n
+		m.giveBackAs(l, t.limits, n, t.takenAt)
 	}
 }
 

@@ -100,7 +100,13 @@ func (p *RulePlan) unavailable(ctx context.Context, lm *LeaseManager, key string
 	if errors.Is(err, ErrBadRequest) {
 		return Verdict{Over: true, RetryMs: 1000, Via: ViaFailClosed}, err
 	}
+	// A take that goes on in the store owes its request's cost out of its grant (lateTake),
+	// which a request that is not admitted here gives up.
+	late := lateTakeOf(err)
 	if p.FailClosed {
+		if late != nil {
+			late.release(cost)
+		}
 		return Verdict{Over: true, ResetMs: u.RetryMs, RetryMs: u.RetryMs, Via: ViaFailClosed}, err
 	}
 	bound, via := p.Fallback, ViaFallback
@@ -113,12 +119,10 @@ func (p *RulePlan) unavailable(ctx context.Context, lm *LeaseManager, key string
 	}
 	fb, ferr := u.Fallback.Take(ctx, TakeRequest{Key: key, Limits: bound, Want: cost, Min: cost, Now: u.Now})
 	if ferr != nil || fb.Granted == 0 {
+		if late != nil {
+			late.release(cost)
+		}
 		return Verdict{Over: true, ResetMs: fb.ResetAfter, RetryMs: max(fb.RetryAfter, 1), Via: via}, err
-	}
-	if t := lateTakeOf(err); t != nil {
-		// The request's take goes on in the store, which counts it there: its grant must not
-		// also pay for another request.
-		t.spend(cost)
 	}
 	return Verdict{Remaining: fb.Remaining, ResetMs: fb.ResetAfter, Via: via}, err
 }

@@ -210,3 +210,55 @@ func TestLateTakeOfAdmittedRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestLateTakeRaces: the cost a late take's request owes is withheld from its grant when it
+// lands, not charged to the lease's balance after the fact: with the grant landed first and the
+// balance spent before the request's local bound admitted it, the charge found nothing and the
+// key was admitted 6 on a grant of 5. A request that is not admitted (a fail-closed rule, or a
+// local bound that denies) gives the cost up: the whole grant is the lease's, or the store's.
+func TestLateTakeRaces(t *testing.T) {
+	const now = int64(1_000_000)
+	ctx := context.Background()
+	plan := func(fm policy.FailureMode, fb *policy.Rate) *RulePlan {
+		p, err := PlanRule("edge", &policy.Rule{Name: "r", Limits: []policy.Limit{{Requests: 100, WindowMs: 3_600_000}},
+			FailureMode: fm, Fallback: fb, Lease: policy.Lease{Min: 1, Max: 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	grant := Result{Granted: 5, Remaining: 50, Now: now}
+	run := func(p *RulePlan, fallback Store) (admitted int, store *lateStore) {
+		store = &lateStore{end: &grant}
+		lm, err := NewLeaseManager(LeaseConfig{Store: store, Clock: ClockFunc(func() int64 { return now }), MinLease: 1, MaxLease: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := Unavailable{Fallback: fallback, Now: now, RetryMs: 3000}
+		_, err = lm.Take(ctx, "k", p.Limits, 1) // the grant lands before Take returns
+		if lateTakeOf(err) == nil {
+			t.Fatalf("Take: %v, want a late take", err)
+		}
+		for range 10 { // other requests spend the balance
+			if v, _ := p.Decide(ctx, lm, "k", p.Limits, 1, u); !v.Over {
+				admitted++
+			}
+		}
+		if v, _ := p.unavailable(ctx, lm, "k", p.Limits, 1, u, err); !v.Over {
+			admitted++
+		}
+		return admitted, store
+	}
+	if got, _ := run(plan(policy.FailOpen, &policy.Rate{Requests: 100, WindowMs: 3_600_000}), NewMemory(nil)); got != 5 {
+		t.Errorf("fail-open, admitted by its bound: %d admitted on a grant of 5, want 5", got)
+	}
+	// Denied: the request's cost goes back to the store (the lease got 4 of the 5).
+	full := NewMemory(nil)
+	full.Take(ctx, TakeRequest{Key: "k", Limits: []Limit{{Requests: 1, Window: 3_600_000}}, Want: 1, Now: now})
+	if got, _ := run(plan(policy.FailOpen, &policy.Rate{Requests: 1, WindowMs: 3_600_000}), full); got != 4 {
+		t.Errorf("fail-open, denied by its bound: %d admitted, want 4 (the lease's)", got)
+	}
+	if got, _ := run(plan(policy.FailClosed, nil), NewMemory(nil)); got != 4 {
+		t.Errorf("fail-closed: %d admitted, want 4 (the lease's)", got)
+	}
+}
