@@ -124,6 +124,9 @@ func policyFiles(paths []string) ([]string, error) {
 			if filepath.Ext(p) != ".cue" {
 				return nil, fmt.Errorf("load: %s: %w (want a .cue file or a directory)", p, ErrNoPolicies)
 			}
+			if err := regular(p, fi); err != nil {
+				return nil, err
+			}
 			names = append(names, p)
 			continue
 		}
@@ -142,6 +145,15 @@ func policyFiles(paths []string) ([]string, error) {
 				skipped = append(skipped, name)
 				continue
 			}
+			if !e.Type().IsRegular() {
+				fi, err := os.Stat(filepath.Join(p, name)) // a symbolic link: what it leads to
+				if err != nil {
+					return nil, fmt.Errorf("load: %w", err)
+				}
+				if err := regular(filepath.Join(p, name), fi); err != nil {
+					return nil, err
+				}
+			}
 			names = append(names, filepath.Join(p, name))
 		}
 		if len(names) == n && len(skipped) > 0 {
@@ -153,6 +165,24 @@ func policyFiles(paths []string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// regular refuses a policy file that is not a regular file: reading a named pipe waits for a
+// writer, so lint in CI hung on one.
+func regular(path string, fi os.FileInfo) error {
+	if fi.Mode().IsRegular() {
+		return nil
+	}
+	kind := "a " + fi.Mode().Type().String() + " file"
+	switch t := fi.Mode().Type(); {
+	case t&os.ModeNamedPipe != 0:
+		kind = "a named pipe"
+	case t&os.ModeSocket != 0:
+		kind = "a socket"
+	case t&os.ModeDevice != 0:
+		kind = "a device"
+	}
+	return fmt.Errorf("load: %s is not a regular file (it is %s): a policy file must be one", path, kind)
 }
 
 // parseFiles parses every file, indexes where their fields' values are and checks that the
