@@ -156,17 +156,8 @@ func (k *diffKeyState) end(now int64, limits []Limit, keep bool) memExpiry {
 }
 
 // keepsTTL reports whether an op at now with limits, on state with fields, meets a window of
-// another length that lasts (see slot), or fields the limits do not own (others): then the
-// key's TTL is not shortened.
+// another length that lasts (see slot): then the key's TTL is not shortened.
 func keepsTTL(fields map[string]int64, limits []Limit, now int64) bool {
-	owns := map[Algorithm][]string{TokenBucket: {"tok", "ts"}, SlidingWindow: {"win", "cur", "len", "prev"}, FixedWindow: {"win", "cur", "len"}}
-	for name := range fields {
-		base := strings.TrimRight(name, "0123456789")
-		i, _ := strconv.Atoi(name[len(base):])
-		if i >= len(limits) || !slices.Contains(owns[limits[i].Algorithm], base) {
-			return true
-		}
-	}
 	for i, l := range limits {
 		n := strconv.Itoa(i)
 		ln, hasLen := fields["len"+n]

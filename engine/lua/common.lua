@@ -84,10 +84,9 @@ end
 
 -- save writes back the fields each limit's algorithm owns, but for a state
 -- marked kept (a window of another length that a return leaves as it is), and
--- renews the TTL; with keep (a foreign or kept window), or fields the limits
--- do not own, it does not shorten it.
+-- renews the TTL; with keep (a foreign or kept window) it does not shorten it.
 local function save(key, ls, sts, ttl, keep)
-  local args, k, own = {}, 0, 0
+  local args, k = {}, 0
   for i, l in ipairs(ls) do
     local s = sts[i]
     local v = {s.win, s.cur, s.len, s.prev}
@@ -97,17 +96,9 @@ local function save(key, ls, sts, ttl, keep)
         args[k + 1], args[k + 2] = f, string.format('%d', v[j])
         k = k + 2
       end
-      own = own + #l.f
-    else
-      for j = 1, #l.f do
-        if v[j] ~= nil then own = own + 1 end
-      end
     end
   end
   if k > 0 then redis.call('HSET', key, unpack(args)) end
-  -- Fields the limits do not own (another algorithm's, a limit's beyond
-  -- theirs) are state of a policy before or after a reload: its TTL stays.
-  if not keep and redis.call('HLEN', key) > own then keep = true end
   if keep then
     local left = redis.call('PTTL', key)
     if left > ttl then ttl = left end
