@@ -477,8 +477,14 @@ func attackCase(t *testing.T, algo policy.Algorithm, mode policy.FailureMode, wo
 	case workers >= 64:
 		bound = attackHerdCmdsPerReq
 	}
-	if perReq > bound && !raceEnabled {
+	// So is a key that a starved client sent under twice its limit (a busy machine has sent 566
+	// requests in 2 s, all of them admitted): its store calls then follow time, not requests.
+	attacked := run.requests >= 2*ideal
+	switch {
+	case perReq > bound && !raceEnabled && attacked:
 		t.Errorf("Redis commands per request: got %.4f (%d for %d requests), want ≤ %v", perReq, run.cmds, run.requests, bound)
+	case perReq > bound:
+		t.Logf("Redis commands per request: %.4f, over %v, not judged: %d requests for an ideal of %d is no attack", perReq, bound, run.requests, ideal)
 	}
 }
 
