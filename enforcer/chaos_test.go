@@ -37,7 +37,7 @@ func chaosModel() *policy.Model {
 }
 
 // load runs workers sending requests for rule with fresh users (so every request needs the
-// store) until stop is closed, and records errors, codes and latencies.
+// store) until it is finished, and records errors, codes and latencies.
 type load struct {
 	errs       atomic.Int64
 	mu         sync.Mutex
@@ -45,11 +45,16 @@ type load struct {
 	codes      map[string][2]int64 // rule → [ok, over] since the last reset
 	wg         sync.WaitGroup
 	stop       chan struct{}
+	stopOnce   sync.Once
 	firstError atomic.Value
 }
 
-func startLoad(in *instance, rules []string, workers int) *load {
+// startLoad starts the workers. They stop at finish or, when the test fails before it, at the
+// test's clean-up, before spawn's closes the connection: left running, they spin on the closed
+// connection for the rest of the package and starve every later test (one took nine minutes).
+func startLoad(t testing.TB, in *instance, rules []string, workers int) *load {
 	l := &load{stop: make(chan struct{}), codes: map[string][2]int64{}}
+	t.Cleanup(l.halt)
 	var n atomic.Int64
 	for w := range workers {
 		l.wg.Add(1)
@@ -97,9 +102,14 @@ func (l *load) resetCodes() map[string][2]int64 {
 	return c
 }
 
-func (l *load) finish() (p99, p999, maxLat time.Duration, n int) {
-	close(l.stop)
+// halt stops the workers and waits for them; it may be called more than once.
+func (l *load) halt() {
+	l.stopOnce.Do(func() { close(l.stop) })
 	l.wg.Wait()
+}
+
+func (l *load) finish() (p99, p999, maxLat time.Duration, n int) {
+	l.halt()
 	sort.Slice(l.latencies, func(i, j int) bool { return l.latencies[i] < l.latencies[j] })
 	n = len(l.latencies)
 	return l.latencies[n*99/100], l.latencies[n*999/1000], l.latencies[n-1], n
@@ -153,7 +163,7 @@ func TestRedisOutage(t *testing.T) {
 				c.RedisPipelines = tc.pipelines
 				c.ServerOptions = []grpc.ServerOption{grpc.UnaryInterceptor(handler.intercept)}
 			})
-			l := startLoad(in, []string{"closed", "open", "openfb"}, 4)
+			l := startLoad(t, in, []string{"closed", "open", "openfb"}, 4)
 			// The machine is shared: a store call may time out now and then and open the
 			// breaker briefly. Wait for a healthy 200ms.
 			eventually(t, 5*time.Second, "closed-rule requests all admitted", func() bool {
@@ -293,7 +303,7 @@ func TestShutdownJournalHangs(t *testing.T) {
 		c.JournalPath, c.JournalBlock = path, true
 		c.ShutdownTimeout = 2 * time.Second
 	})
-	l := startLoad(in, []string{"big", "open"}, 4)
+	l := startLoad(t, in, []string{"big", "open"}, 4)
 	eventually(t, 10*time.Second, "the journal to fill the FIFO and hold the calls", func() bool {
 		return in.metric(t, "rate_limit_inflight_requests") >= 4
 	})

@@ -106,10 +106,13 @@ func spawn(t testing.TB, m *policy.Model, mod func(*Config)) *instance {
 	return in
 }
 
-// ask sends one request with one descriptor per entry list.
+// ask sends one request with one descriptor per entry list. A reply that takes over 10s fails
+// the test, rather than holding the package until its timeout.
 func (in *instance) ask(t testing.TB, domain string, descs ...[]string) *rlsv3.RateLimitResponse {
 	t.Helper()
-	resp, err := in.client.ShouldRateLimit(context.Background(), request(domain, descs...))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := in.client.ShouldRateLimit(ctx, request(domain, descs...))
 	if err != nil {
 		t.Fatalf("ShouldRateLimit: %v", err)
 	}

@@ -110,7 +110,9 @@ func TestOutageFallbackBounded(t *testing.T) {
 	in := spawn(t, m, func(c *Config) { c.Store, c.RedisURL, c.MaxKeys = "redis", "redis://"+srv.Addr(), 500 })
 	srv.Kill()
 	for i := range 3000 {
-		resp, err := in.client.ShouldRateLimit(context.Background(), request("edge", []string{fmt.Sprintf("user=u%d", i)}))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := in.client.ShouldRateLimit(ctx, request("edge", []string{fmt.Sprintf("user=u%d", i)}))
+		cancel()
 		if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
 			t.Fatalf("request %d while Redis is away: %v %v, want OK from the fail-open rule", i, resp, err)
 		}

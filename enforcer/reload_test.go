@@ -30,7 +30,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	for range 3 {
 		in.ask(t, "edge", []string{"stage=enforce", "user=keep"}) // spends the 3 tokens
 	}
-	l := startLoad(in, []string{"big", "open"}, 4)
+	l := startLoad(t, in, []string{"big", "open"}, 4)
 	v1 := in.ConfigVersion()
 
 	m := testModel()

@@ -79,7 +79,9 @@ func TestJournalReplay(t *testing.T) {
 		}))
 	}
 
-	stop := make(chan struct{})
+	// The workers stop at stop(), or when the test ends first (a failed writeSnapshot), so
+	// that they never outlive it.
+	run, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	var errs sync.Map
 	for i, in := range ins {
@@ -88,12 +90,7 @@ func TestJournalReplay(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(uint64(i), uint64(w)))
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
+				for run.Err() == nil {
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 					_, err := in.client.ShouldRateLimit(ctx, replayRequest(rng))
 					cancel()
@@ -111,7 +108,7 @@ func TestJournalReplay(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	srv.Resume()
 	time.Sleep(1200 * time.Millisecond)
-	close(stop)
+	stop()
 	wg.Wait()
 	errs.Range(func(k, _ any) bool { t.Errorf("ShouldRateLimit: %v", k); return true })
 
