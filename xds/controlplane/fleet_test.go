@@ -62,7 +62,7 @@ func TestXDSFleet(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	load := startFleetLoad(fleet, 4)
+	load := startFleetLoad(t, fleet, 4)
 
 	ms := editAndWait(t, dir, fleet, 100, 150)
 	fmt.Printf("xds: enforcers=%d propagation_ms=%d\n", fleetSize, ms)
@@ -191,15 +191,20 @@ func (m *member) ask(ctx context.Context, tenant string) (*rlsv3.RateLimitRespon
 	}}})
 }
 
-// limitOf is the requests per unit of the limit m answers with, 0 while it has no policy.
+// limitOf is the requests per unit of the limit m answers with, 0 while it has no policy or
+// does not answer within a second. It may run on a goroutine of its own (waitFleet), so it
+// reports a wrong rule with Errorf.
 func limitOf(t *testing.T, m *member) int {
 	t.Helper()
-	resp, err := m.ask(context.Background(), "probe")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := m.ask(ctx, "probe")
 	if err != nil {
 		return 0
 	}
 	if got := resp.GetStatuses()[0].GetCurrentLimit().GetName(); got != fleetRule {
-		t.Fatalf("%s: limit of rule %q, want %s", m.id, got, fleetRule)
+		t.Errorf("%s: limit of rule %q, want %s", m.id, got, fleetRule)
+		return 0
 	}
 	return int(resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
 }
@@ -212,6 +217,9 @@ func waitLimit(t *testing.T, m *member, want int, d time.Duration) bool {
 	for time.Now().Before(deadline) {
 		if got = limitOf(t, m); got == want {
 			return true
+		}
+		if t.Failed() { // a wrong rule, already reported: waiting longer tells nothing more
+			return false
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -229,10 +237,15 @@ type fleetLoad struct {
 }
 
 // startFleetLoad sends requests to every member in turn from workers goroutines, about one a
-// millisecond each, until stop.
-func startFleetLoad(fleet []*member, workers int) *fleetLoad {
+// millisecond each, until stop, or until the test ends when it fails first: left running, the
+// workers would call the closed members for the rest of the package.
+func startFleetLoad(t *testing.T, fleet []*member, workers int) *fleetLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &fleetLoad{cancel: cancel}
+	t.Cleanup(func() {
+		cancel()
+		l.wg.Wait()
+	})
 	for w := range workers {
 		l.wg.Add(1)
 		go func() {
