@@ -350,7 +350,8 @@ func (p *promServer) start(t *testing.T, bin, config, tsdb, addr string) error {
 			return fmt.Errorf("prometheus exited at start: %s", p.tail())
 		default:
 		}
-		resp, err := http.Get(p.url + "/-/ready")
+		// A Prometheus that accepts and stalls must not hold the loop past its deadline.
+		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(p.url + "/-/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

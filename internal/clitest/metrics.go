@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Metric returns the value of the sample whose line starts with prefix (a name with its
@@ -23,10 +24,14 @@ func Metric(t testing.TB, addr, prefix string) float64 {
 	return -1
 }
 
+// httpClient gives up on an admin server after 10s: one that stalls fails its test rather
+// than holding the package until its timeout.
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
 // MetricsPage returns the Prometheus /metrics page of the admin server at addr.
 func MetricsPage(t testing.TB, addr string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	resp, err := httpClient.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
