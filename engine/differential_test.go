@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -309,6 +310,13 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed, stream u
 	var done, bad int
 	var st diffStats
 	checked := make(chan struct{})
+	// A t.Fatal below ends this goroutine early: the deferred close still ends the other two
+	// before the test returns, so that they neither outlive it nor report into it afterwards.
+	var closeBatches sync.Once
+	defer func() {
+		closeBatches.Do(func() { close(batches) })
+		<-checked
+	}()
 	go func() {
 		defer close(executed)
 		for b := range batches {
@@ -425,7 +433,7 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed, stream u
 		}
 		batches <- batchOps{pipe: pipe, ps: ps}
 	}
-	close(batches)
+	closeBatches.Do(func() { close(batches) })
 	<-checked
 	t.Logf("granted %d (partial %d), denied %d (never %d), returns %d; %d on Redis's clock", st.granted, st.partial, st.denied, st.never, st.returns, st.clockOps)
 	t.Logf("reloads %d; ops on state out of their limits' range %d, on corrupted state %d; hashes dropped for expiry %d; PTTL within %d ms", st.reloads, st.overRange, st.corrupted, st.dropped, st.slack)
