@@ -17,6 +17,7 @@ import (
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/internal/stalls"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -391,6 +392,14 @@ func TestAttack(t *testing.T) {
 }
 
 func attackCase(t *testing.T, algo policy.Algorithm, mode policy.FailureMode, workers, instances int) {
+	judgeTiming(t, func() timedRun { return attackOnce(t, algo, mode, workers, instances) })
+}
+
+// attackOnce runs a case once. It reports the failures of what was admitted and of errors
+// itself, and returns those of timing: the breaker on a healthy Redis, the share of the ideal
+// admitted, and Redis commands per request.
+func attackOnce(t *testing.T, algo policy.Algorithm, mode policy.FailureMode, workers, instances int) timedRun {
+	var o timedRun
 	// A Redis of its own per case: a fresh key, and no earlier case's lease returns or sweeps
 	// in the command counts.
 	srv := redistest.Start(t)
@@ -402,12 +411,14 @@ func attackCase(t *testing.T, algo policy.Algorithm, mode policy.FailureMode, wo
 	// window's whole limit and spend the rest in the next window (leasing debits before it
 	// spends, and windows carry leased tokens over), which is no over-admission.
 	time.Sleep(time.Duration(attackWindowMs-time.Now().UnixMilli()%attackWindowMs) * time.Millisecond)
+	w := stalls.Watch(t)
 	run := hammer(t, srv, ins, workers, attackFor, 0)
+	o.stalls = w.Stop()
 	ideal, idealPerMs := idealAdmitted(t, m.Domains[0].Rules[0], run.startMs, run.perMs)
 	opens := breakerOpens(t, ins)
 	perReq := float64(run.cmds) / float64(max(run.requests, 1))
 
-	fmt.Printf("attack: algo=%s mode=%s c=%d instances=%d admitted=%d ideal=%d cmds_per_req=%.4f breaker_opens=%d\n",
+	o.line = fmt.Sprintf("attack: algo=%s mode=%s c=%d instances=%d admitted=%d ideal=%d cmds_per_req=%.4f breaker_opens=%d",
 		algo, mode, workers, instances, run.admitted, ideal, perReq, opens)
 	t.Logf("%d requests in %v (%.0f/s, at least %d in every 100ms), Redis %d commands (%.1f/s): %s",
 		run.requests, run.elapsed.Round(time.Millisecond), float64(run.requests)/run.elapsed.Seconds(),
@@ -425,10 +436,10 @@ func attackCase(t *testing.T, algo policy.Algorithm, mode policy.FailureMode, wo
 		t.Errorf("gRPC errors: got %d (first: %s), and %d answers neither OK nor OVER_LIMIT; want 0", run.errs, run.firstErr, run.otherCodes)
 	}
 	if opens != 0 {
-		t.Errorf("breaker opens on a healthy Redis: got %d, want 0", opens)
+		o.timing = append(o.timing, fmt.Sprintf("breaker opens on a healthy Redis: got %d, want 0", opens))
 	}
 	if want := int64(attackMinShare * float64(ideal)); run.admitted < want {
-		t.Errorf("admitted: got %d, want at least %d (%.0f%% of the ideal bucket's %d)", run.admitted, want, 100*attackMinShare, ideal)
+		o.timing = append(o.timing, fmt.Sprintf("admitted: got %d, want at least %d (%.0f%% of the ideal bucket's %d)", run.admitted, want, 100*attackMinShare, ideal))
 	}
 	// Every admitted request spends a token that Redis debited, by TIME, at or before its
 	// reply. Redis TIME and the send times are the same machine's clock, in the same whole
@@ -482,10 +493,11 @@ func attackCase(t *testing.T, algo policy.Algorithm, mode policy.FailureMode, wo
 	attacked := run.requests >= 2*ideal
 	switch {
 	case perReq > bound && !raceEnabled && attacked:
-		t.Errorf("Redis commands per request: got %.4f (%d for %d requests), want ≤ %v", perReq, run.cmds, run.requests, bound)
+		o.timing = append(o.timing, fmt.Sprintf("Redis commands per request: got %.4f (%d for %d requests), want ≤ %v", perReq, run.cmds, run.requests, bound))
 	case perReq > bound:
 		t.Logf("Redis commands per request: %.4f, over %v, not judged: %d requests for an ideal of %d is no attack", perReq, bound, run.requests, ideal)
 	}
+	return o
 }
 
 // BenchmarkAttackRedisCommands hammers one key over its limit through one enforcer on a real
