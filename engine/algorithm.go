@@ -170,6 +170,37 @@ func (l *exact) advance(s *slot, now int64) {
 	}
 }
 
+// owned is what a limit of algorithm a owns of its slot's fields.
+func owned(a Algorithm) uint8 {
+	switch a {
+	case TokenBucket:
+		return hasBucket
+	case SlidingWindow:
+		return hasSliding | hasLen
+	default:
+		return hasFixed | hasLen
+	}
+}
+
+// others reports whether slots hold fields that limits do not own: another algorithm's, or
+// a limit's beyond theirs (state of a policy before or after a reload). A call with limits
+// must not shorten the TTL of state it does not know: the instances that do may still count
+// in it. The scripts read the same from markers in their HMGET (common.lua's MARKERS): every
+// call writes the whole set of fields of each of its limits, from the first limit on, so one
+// field of a set tells that the set is there.
+func others(limits []exact, slots []slot) bool {
+	for i := range slots {
+		var own uint8
+		if i < len(limits) {
+			own = owned(limits[i].Algorithm)
+		}
+		if slots[i].has&^own != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // lasting reports whether now falls in the window s holds, of the length it records.
 func lasting(s *slot, now int64) bool {
 	return now < clamp(s.win, 0, MaxExact)+clamp(s.wlen, 0, MaxExact)

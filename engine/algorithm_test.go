@@ -406,6 +406,45 @@ func TestEndedWindowFoldsIn(t *testing.T) {
 	}
 }
 
+// TestOtherStateKeepsTheTTL: a call whose limits do not own all of a key's state (another
+// algorithm, or fewer limits, as a policy before or after a reload has) does not shorten the
+// key's TTL to its own: the hour's count of the instances still on it expired early.
+func TestOtherStateKeepsTheTTL(t *testing.T) {
+	ctx := context.Background()
+	hour := Limit{Algorithm: FixedWindow, Requests: 1000, Window: 3600 * second}
+	bucket := []Limit{{Algorithm: TokenBucket, Requests: 10, Window: second}}
+	minute := Limit{Algorithm: FixedWindow, Requests: 100, Window: 60 * second}
+	at := int64(1_000_000) * 3600 * second
+	rdb := redistest.Start(t).Client()
+	for _, tc := range []struct {
+		name        string
+		full, other []Limit
+	}{
+		{"another algorithm", []Limit{hour}, bucket},
+		{"fewer limits", []Limit{minute, hour}, []Limit{minute}},
+	} {
+		for _, s := range []Store{NewMemory(nil), NewRedis(rdb)} {
+			key := Key("other-state", tc.name, fmt.Sprintf("%T", s))
+			if got, err := s.Take(ctx, TakeRequest{Key: key, Limits: tc.full, Want: 100, Min: 1, Now: at}); err != nil || got.Granted != 100 {
+				t.Fatalf("%s: %+v, %v", tc.name, got, err)
+			}
+			if _, err := s.Take(ctx, TakeRequest{Key: key, Limits: tc.other, Want: 1, Min: 1, Now: at + second}); err != nil {
+				t.Fatal(err)
+			}
+			switch s := s.(type) {
+			case *Redis:
+				if pttl, err := rdb.PTTL(ctx, key).Result(); err != nil || pttl < time.Duration(TTL(tc.full))*time.Millisecond-time.Minute {
+					t.Errorf("%s: redis PTTL %v (%v) after the other call, want about %v", tc.name, pttl, err, time.Duration(TTL(tc.full))*time.Millisecond)
+				}
+			case *Memory:
+				if e := diffExpiry(s, key); e.expire < at+TTL(tc.full) {
+					t.Errorf("%s: memory: the state expires %d ms after the first take, want %d (its TTL)", tc.name, e.expire-at, TTL(tc.full))
+				}
+			}
+		}
+	}
+}
+
 // TestOtherLengthKeepsTheTTL: a return or a take under a shorter window, while an hour's count
 // lasts, does not shorten the key's TTL to the minute's: the hour's count expired with it, and
 // the hour then granted its whole limit again (Memory: 1,000 after 1,000 spent).

@@ -157,8 +157,17 @@ func (k *diffKeyState) end(now int64, limits []Limit, keep bool) memExpiry {
 }
 
 // keepsTTL reports whether an op at now with limits, on state with fields, meets a window of
-// another length that lasts (see slot): then the key's TTL is not shortened.
+// another length that lasts (see slot), or fields the limits do not own (others): then the
+// key's TTL is not shortened.
 func keepsTTL(fields map[string]int64, limits []Limit, now int64) bool {
+	owns := map[Algorithm][]string{TokenBucket: {"tok", "ts"}, SlidingWindow: {"win", "cur", "len", "prev"}, FixedWindow: {"win", "cur", "len"}}
+	for name := range fields {
+		base := strings.TrimRight(name, "0123456789")
+		i, _ := strconv.Atoi(name[len(base):])
+		if i >= len(limits) || !slices.Contains(owns[limits[i].Algorithm], base) {
+			return true
+		}
+	}
 	for i, l := range limits {
 		n := strconv.Itoa(i)
 		ln, hasLen := fields["len"+n]
@@ -326,6 +335,7 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed, stream u
 			executed <- b
 		}
 	}()
+	kept := keptTTLs{}
 	go func() {
 		defer close(checked)
 		for b := range executed {
@@ -368,6 +378,9 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed, stream u
 				}
 				if msg == "" {
 					msg = compareTTL(p.take, p.ret, p.exp, p.want, p.keep, p.pttl, slack)
+				}
+				if msg == "" {
+					msg = kept.check(p, b.start.UnixMilli(), b.end.UnixMilli())
 				}
 				if msg != "" {
 					bad++
@@ -538,6 +551,31 @@ func compareTTL(take *TakeRequest, ret *ReturnRequest, exp, want memExpiry, keep
 	}
 	if got > ttl || got < ttl-slack {
 		return fmt.Sprintf("redis PTTL %d, want TTL %d (less at most %d ms) after %s", got, ttl, slack, opString(take, ret))
+	}
+	return ""
+}
+
+// keptTTLs holds, per key, the earliest wall-clock instant (Unix ms) at which Redis can expire
+// its hash, as the last op's PTTL read it. compareTTL only checks that an op that keeps the TTL
+// (keepsTTL) leaves at least its own: the model's expiry runs on the ops' virtual clock, Redis's
+// on the wall clock. This checks, on the wall clock, that such an op did not shorten the TTL
+// Redis had.
+type keptTTLs map[string]int64
+
+// check describes how p, run in a pipeline between wall-clock start and end, shortened a TTL
+// it had to keep, or returns "". It then records the key's TTL after p.
+func (k keptTTLs) check(p diffOp, start, end int64) string {
+	got, err := p.pttl.Int64()
+	if err != nil || got < 0 {
+		delete(k, p.k.key)
+		return ""
+	}
+	before, seen := k[p.k.key]
+	k[p.k.key] = start + got // the PTTL was read at or after start
+	// Redis counts TTLs in whole milliseconds, and PTTL rounds: 2 ms of slack.
+	if p.keep && seen && got < before-end-2 {
+		return fmt.Sprintf("redis PTTL %d after %s, want at least the %d ms left before it: the op must keep the TTL",
+			got, opString(p.take, p.ret), before-end)
 	}
 	return ""
 }

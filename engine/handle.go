@@ -181,7 +181,7 @@ func (h *MemoryHandle) Take(want, need, now int64) (Result, error) {
 		e.renew(len(xs), now)
 	}
 	res, keep := take(xs, e.slots, now, want, need)
-	sh.touch(e, now, m.ttlOf(xs), keep)
+	sh.touch(e, xs, now, m.ttlOf(xs), keep)
 	return res, nil
 }
 

@@ -184,7 +184,7 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 		return Result{}, err
 	}
 	res, keep := take(limits, e.slots, now, want, need)
-	sh.touch(e, now, m.ttlOf(limits), keep)
+	sh.touch(e, limits, now, m.ttlOf(limits), keep)
 	return res, nil
 }
 
@@ -212,7 +212,7 @@ func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
 		return err
 	}
 	keep := giveBack(limits, e.slots, now, n, r.TakenAt)
-	sh.touch(e, now, m.ttlOf(limits), keep)
+	sh.touch(e, limits, now, m.ttlOf(limits), keep)
 	return nil
 }
 
@@ -495,7 +495,7 @@ func (m *Memory) TakeCell(c *MemoryCell, key string, limits []Limit, want, need,
 		return Result{}, err
 	}
 	res, keep := take(xs, e.slots, now, want, need)
-	sh.touch(e, now, m.ttlOf(xs), keep)
+	sh.touch(e, xs, now, m.ttlOf(xs), keep)
 	return res, nil
 }
 
@@ -546,7 +546,7 @@ func (m *Memory) TakePlanned(c *MemoryCell, key string, plan *CellPlan, now int6
 		return Result{}, err
 	}
 	res, keep := take(plan.xs, e.slots, now, plan.want, plan.need)
-	sh.touch(e, now, plan.ttl, keep)
+	sh.touch(e, plan.xs, now, plan.ttl, keep)
 	return res, nil
 }
 
@@ -568,15 +568,17 @@ func (e *memEntry) renew(n int, now int64) {
 // touch renews e's TTL from the latest time the key has seen: a clock that
 // steps back must not shorten it, or the state could vanish while the
 // stored state would still decide differently from fresh state. With keep (a
-// foreign window, see slot) the TTL is not shortened either. The caller holds
-// sh's lock.
-func (sh *memShard) touch(e *memEntry, now, ttl int64, keep bool) {
+// foreign window, see slot), or when e holds fields that the call's limits xs
+// do not own (see others), the TTL is not shortened either; others is worked
+// out only when the TTL would shrink, which a call with the same limits as the
+// last never makes it do. The caller holds sh's lock.
+func (sh *memShard) touch(e *memEntry, xs []exact, now, ttl int64, keep bool) {
 	e.last = max(e.last, now)
-	if keep {
-		e.expire = max(e.expire, e.last+ttl)
-	} else {
-		e.expire = e.last + ttl
+	expire := e.last + ttl
+	if expire < e.expire && (keep || others(xs, e.slots)) {
+		expire = e.expire
 	}
+	e.expire = expire
 	if e.expire < e.dueAt {
 		// A new entry, or its TTL shrank with its limits: a later expiry
 		// costs nothing now, Expire moves the entry's time on when it

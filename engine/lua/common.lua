@@ -58,13 +58,28 @@ local function limits(n, base)
   return ls
 end
 
+-- MARKERS are, per algorithm, fields that only other algorithms write: the
+-- whole set a limit's algorithm writes is there once it has written (a
+-- window's win, cur and len, a sliding window's prev, a bucket's tok and ts),
+-- so one of each other set tells that it is there.
+local MARKERS = {[0] = {'win'}, {'tok'}, {'tok', 'prev'}}
+
 -- load reads the fields every limit's algorithm owns with one HMGET; a
--- missing field is nil.
+-- missing field is nil. The same HMGET reads markers of state the limits do
+-- not own (see others): another algorithm's fields at a limit's index, or a
+-- limit's beyond theirs (every call writes its limits from the first, so the
+-- next index tells).
 local function load(key, ls)
   local fields = {}
   for _, l in ipairs(ls) do
     for _, f in ipairs(l.f) do fields[#fields + 1] = f end
   end
+  local own = #fields
+  for i, l in ipairs(ls) do
+    for _, f in ipairs(MARKERS[l.algo]) do fields[#fields + 1] = f .. tostring(i - 1) end
+  end
+  fields[#fields + 1] = 'tok' .. tostring(#ls)
+  fields[#fields + 1] = 'win' .. tostring(#ls)
   local vals = redis.call('HMGET', key, unpack(fields))
   local sts, k = {}, 0
   for i, l in ipairs(ls) do
@@ -79,12 +94,18 @@ local function load(key, ls)
       sts[i] = {win = v[1], cur = v[2], len = v[3], prev = v[4]}
     end
   end
-  return sts
+  local others = false
+  for j = own + 1, #fields do
+    if vals[j] then others = true end
+  end
+  return sts, others
 end
 
 -- save writes back the fields each limit's algorithm owns, but for a state
 -- marked kept (a window of another length that a return leaves as it is), and
--- renews the TTL; with keep (a foreign or kept window) it does not shorten it.
+-- renews the TTL; with keep (a foreign or kept window, or state the limits do
+-- not own: a policy's before or after a reload, which its instances may still
+-- count in) it does not shorten it.
 local function save(key, ls, sts, ttl, keep)
   local args, k = {}, 0
   for i, l in ipairs(ls) do

@@ -5,8 +5,8 @@ local key = KEYS[1]
 local now = clock(ARGV[1])
 local n, taken, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ls = limits(tonumber(ARGV[5]), 5)
-local sts = load(key, ls)
-local keep = false
+local sts, others = load(key, ls)
+local keep = others
 for i, l in ipairs(ls) do
   local s = sts[i]
   -- A window of another length that lasts is left as it is: the tokens were

@@ -5,7 +5,7 @@ local key = KEYS[1]
 local now = clock(ARGV[1])
 local want, need, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ls = limits(tonumber(ARGV[5]), 5)
-local sts = load(key, ls)
+local sts, others = load(key, ls)
 
 local function retry_after(l, s, now, n)
   if n > l.cap then return NEVER end
@@ -29,7 +29,7 @@ local function reset_after(l, s, now)
   return l.win - (now - s.win)
 end
 
-local granted, keep = want, false
+local granted, keep = want, others
 for i, l in ipairs(ls) do
   advance(l, sts[i], now)
   keep = keep or foreign(l, sts[i])
