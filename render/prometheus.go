@@ -42,7 +42,8 @@ const (
 	failedClosedFor    = "1m"
 	// An instance that exported the enforcer's metrics within downLookback, and whose scrape
 	// has failed for downFor. The lookback is how the alert knows an enforcer's target without
-	// knowing the scrape job's name; an instance down for longer no longer matches.
+	// knowing the scrape job's name; once the alert is pending or firing, its own ALERTS series
+	// keeps the instance matched for as long as it stays down, however long that is.
 	downFor      = "2m"
 	downLookback = "6h"
 	// unknownDomainWindow and unknownDomainFor: calls naming a domain no policy defines.
@@ -227,15 +228,19 @@ func enforcerAlerts(m *policy.Model) []promAlert {
 		Alert: "RateLimitEnforcerDown",
 		Expr: "up == 0\n" +
 			"  and on (job, instance)\n" +
-			"max_over_time(rate_limit_breaker_state[" + downLookback + "])",
+			"(\n" +
+			"  max_over_time(rate_limit_breaker_state[" + downLookback + "])\n" +
+			"    or\n" +
+			"  ALERTS{alertname=\"RateLimitEnforcerDown\"}\n" +
+			")",
 		For:    downFor,
 		Labels: map[string]string{"severity": "critical"},
 		Annotations: promAnnotations{
 			Summary: "rlctl-enforcer {{ $labels.instance }} ({{ $labels.job }}): /metrics could not be scraped for " + downFor,
 			Description: "Prometheus cannot scrape an instance that exported rlctl-enforcer's metrics in the last " + downLookback +
 				": the process is down or unreachable, and the gateway beside it applies its rate-limit filter's " +
-				"failure mode (failure_mode_deny) to every request. An instance down for longer than " + downLookback +
-				" no longer matches; one its service discovery removed has no target left to alert on.",
+				"failure mode (failure_mode_deny) to every request. The alert goes on while the instance stays " +
+				"down; one that its service discovery removed has no target left to alert on.",
 		},
 	}
 	xds := promAlert{

@@ -22,7 +22,8 @@ import (
 // enforcerMetrics starts real enforcers on the policy in dir (docgen.EnforcerMetrics: one on
 // its snapshot, one subscribed over xDS, for rate_limit_xds_connected), scrapes their /metrics,
 // and returns each metric name with the label names its series carry, and the job and instance
-// labels that a scrape adds; and up, the series Prometheus itself writes for each target. Every
+// labels that a scrape adds; and the series Prometheus itself writes: up for each target, and
+// ALERTS for each pending or firing alert (RateLimitEnforcerDown reads its own). Every
 // series the alerts read exists before the first request: the enforcer starts its per-rule and
 // per-reason series at 0.
 func enforcerMetrics(t *testing.T, dir string) map[string][]string {
@@ -32,7 +33,7 @@ func enforcerMetrics(t *testing.T, dir string) map[string][]string {
 		t.Fatal(err)
 	}
 	scrape := []string{"job", "instance"}
-	metrics := map[string][]string{"up": scrape}
+	metrics := map[string][]string{"up": scrape, "ALERTS": append([]string{"alertname", "alertstate", "severity"}, scrape...)}
 	for _, m := range ms {
 		metrics[m.Name] = append(slices.Clone(m.Labels), scrape...)
 	}
