@@ -54,6 +54,7 @@ func TestBadRepos(t *testing.T) {
 		"RL019-fail-open-no-fallback": "RL019",
 		"RL027-path-with-query":       "RL027",
 		"RL028-shard-rounding":        "RL028",
+		"RL029-empty-domain":          "RL029",
 	}
 	dirs, err := os.ReadDir("testdata/bad")
 	if err != nil {

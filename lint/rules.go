@@ -381,4 +381,21 @@ Example:
     sub_shards: {count: 16, attribute: "client_ip"}     // RL028: 16 a second, not 31
     limits: [{requests: 32, window: "1s"}]               // fixed`,
 	}, perRule(checkShardRounding)},
+	{finding.Rule{
+		ID: "RL029", Name: "empty-domain", Severity: finding.Warning,
+		Summary: "A domain defines no rules: every request naming it is admitted, unlimited.",
+		Help: `A domain is what the gateway names in each ShouldRateLimit call. One without rules
+limits nothing: the enforcer answers every call of it OK, and renders an envoyproxy/ratelimit
+configuration with no descriptors. That is seldom meant; more often the rules were written under a
+misspelt domain name (which then holds them, while the gateway's domain is empty), or were all
+removed by mistake.
+
+Fix: add the domain's rules, or remove the domain (the gateway's calls naming a domain no policy
+defines are admitted too, and counted in rate_limit_unknown_domain_total).
+
+Example:
+
+    domains: edge: gateway: rls_timeout: "20ms"          // RL029: no rules
+    domains: egde: rules: users: {...}                   // the rules, under a misspelt name`,
+	}, checkEmptyDomain},
 }
