@@ -68,6 +68,17 @@ type Report struct {
 	// Rules describe every check that ran, sorted by ID; formats that list a tool's rules
 	// (sarif) use them.
 	Rules []Rule
+	// Tests, when set, counts the tests a run of policy tests (rlctl test) ran; the json format
+	// writes it.
+	Tests *TestCounts
+}
+
+// TestCounts counts a run of policy tests: tests that passed, tests that failed, and problems
+// with test files (each also a finding).
+type TestCounts struct {
+	Passed     int `json:"passed"`
+	Failed     int `json:"failed"`
+	FileErrors int `json:"file_errors"`
 }
 
 // Summary counts a report's findings by severity.

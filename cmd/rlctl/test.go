@@ -35,7 +35,8 @@ not ignored. Problems with a test file (a CUE syntax error, an unknown field, a 
 bad value) are findings (TEST000) at the file's line and column, like lint's RL000; failed
 expectations are findings (TEST001) at the request's position. They are written in the chosen
 output format (text, json, github annotations or sarif), to stdout or --out FILE; a summary
-("policy tests: 10 passed, 1 failed; 2 errors in test files") goes to stderr. A test that cannot
+("policy tests: 10 passed, 1 failed; 2 errors in test files") goes to stderr; the json format
+also has the counts: "tests": {"passed": 10, "failed": 1, "file_errors": 2}. A test that cannot
 run, such as one naming a domain the policies lack, is an error in its file, not a failed test.
 
 Exit codes: 0 all tests passed, 1 a test failed or a test file is wrong, 3 usage or tool error
@@ -75,7 +76,11 @@ func newTestCmd() *cobra.Command {
 			}
 			fs := append(bad, res.Findings...)
 			finding.Sort(fs)
-			rep := &finding.Report{Findings: fs, Rules: policytest.Rules}
+			// Problems with test files are counted apart from failed tests, whether loading or
+			// running the file found them.
+			errs := len(bad) + res.Errors
+			rep := &finding.Report{Findings: fs, Rules: policytest.Rules,
+				Tests: &finding.TestCounts{Passed: res.Passed, Failed: res.Failed, FileErrors: errs}}
 			if out != "" && out != "-" {
 				if err := finding.WriteFile(out, format, rep); err != nil {
 					return usageErrorf("test: --out %w", err)
@@ -83,9 +88,6 @@ func newTestCmd() *cobra.Command {
 			} else if err := format.Write(cmd.OutOrStdout(), rep); err != nil {
 				return usageErrorf("test: %w", err)
 			}
-			// Problems with test files are counted apart from failed tests, whether loading or
-			// running the file found them.
-			errs := len(bad) + res.Errors
 			sum := fmt.Sprintf("policy tests: %d passed, %d failed", res.Passed, res.Failed)
 			if errs > 0 {
 				sum += fmt.Sprintf("; %s in test files", english.Plural(errs, "error"))
