@@ -153,7 +153,7 @@ func TestRedisOutage(t *testing.T) {
 		pipelines  int
 	}{{"kill", "kill", 0}, {"pause", "pause", 0}, {"kill-unpipelined", "kill", -1}, {"pause-unpipelined", "pause", -1}} {
 		t.Run(tc.name, func(t *testing.T) {
-			judgeTiming(t, func() timedRun { return outageOnce(t, tc.mode, tc.pipelines) })
+			judgeTiming(t, func(tb testing.TB) timedRun { return outageOnce(tb, tc.mode, tc.pipelines) })
 		})
 	}
 }
@@ -161,7 +161,7 @@ func TestRedisOutage(t *testing.T) {
 // outageOnce runs one outage (mode "kill" or "pause") under load. It reports the failures of
 // what was admitted and denied, and of errors, itself, and returns those of timing: latency
 // bounds, and the enforcer's health before and after the outage.
-func outageOnce(t *testing.T, mode string, pipelines int) timedRun {
+func outageOnce(t testing.TB, mode string, pipelines int) timedRun {
 	var o timedRun
 	srv := redistest.Start(t)
 	// The enforcer's own time per call, measured inside the server: what the store

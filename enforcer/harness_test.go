@@ -174,10 +174,19 @@ type timedRun struct {
 // machine away. Such a run is logged and run again, up to timingRuns times; when every run
 // stalled, the test is skipped with their failures. Checks of what was admitted and of errors
 // are the run's own (t.Errorf), judged in every run: a run that failed one is not run again.
-func judgeTiming(t *testing.T, run func() timedRun) {
+//
+// Each run gets a testing.TB of its own (a runScope), whose clean-ups (its Redis, enforcers,
+// load and sampler) run when the run ends, so that a run that is not judged leaves nothing
+// running beside the next.
+func judgeTiming(t *testing.T, run func(tb testing.TB) timedRun) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		r := run()
+		var r timedRun
+		func() {
+			scope := &runScope{TB: t}
+			defer scope.close()
+			r = run(scope)
+		}()
 		stalled := r.stalls.Stalled(DefaultStoreTimeout)
 		t.Logf("run %d: the machine's %v", attempt, r.stalls)
 		final := len(r.timing) == 0 || !stalled || t.Failed() || attempt == timingRuns
@@ -200,6 +209,22 @@ func judgeTiming(t *testing.T, run func() timedRun) {
 		if r.line != "" {
 			t.Log(r.line)
 		}
+	}
+}
+
+// runScope is a test's testing.TB for one run of judgeTiming: what the run registers with
+// Cleanup is done when the run ends (close), not when the test does.
+type runScope struct {
+	testing.TB
+	cleanups []func()
+}
+
+func (s *runScope) Cleanup(f func()) { s.cleanups = append(s.cleanups, f) }
+
+// close runs the clean-ups, the last registered first, as testing does.
+func (s *runScope) close() {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
 	}
 }
 

@@ -43,6 +43,29 @@ func TestWatchSeesStalls(t *testing.T) {
 	}
 }
 
+// TestOneLongStall: one stop of 150 ms in 2 s is one late sample of about a thousand, under the
+// 99th percentile, and it is a stall all the same (the reviewer's case: the report said none).
+func TestOneLongStall(t *testing.T) {
+	w := Watch(t)
+	time.Sleep(300 * time.Millisecond)
+	if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	r := w.Stop()
+	t.Logf("stopped once for 150ms: %v", r)
+	if !r.Stalled(5 * time.Millisecond) {
+		t.Errorf("stopped once for 150ms: %v; want a stall", r)
+	}
+	if again := w.Stop(); again != r {
+		t.Errorf("Stop again: %v, want the same report %v", again, r)
+	}
+}
+
 func TestParse(t *testing.T) {
 	late := []time.Duration{3 * time.Millisecond, time.Microsecond, 2 * time.Microsecond}
 	r, err := parse("noise\n" + format(late) + "\n")
