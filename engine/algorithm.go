@@ -185,9 +185,12 @@ func owned(a Algorithm) uint8 {
 // others reports whether slots hold fields that limits do not own: another algorithm's, or
 // a limit's beyond theirs (state of a policy before or after a reload). A call with limits
 // must not shorten the TTL of state it does not know: the instances that do may still count
-// in it. The scripts read the same from markers in their HMGET (common.lua's MARKERS): every
+// in it. The scripts tell the same from markers in their HMGET (common.lua's MARKERS): every
 // call writes the whole set of fields of each of its limits, from the first limit on, so one
-// field of a set tells that the set is there.
+// field of a set tells that the set is there. (A hash edited by hand, holding a lone field of
+// a set, may read otherwise there.) Such state stays in the hash for as long as calls keep
+// the key alive, and each script call on it then reads the TTL (a PTTL: six Redis commands
+// instead of five).
 func others(limits []exact, slots []slot) bool {
 	for i := range slots {
 		var own uint8
