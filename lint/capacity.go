@@ -40,7 +40,7 @@ func checkCostCapacity(_ *policy.Domain, r *policy.Rule, e *emitter) {
 // saves no store calls.
 func checkLowWatermark(_ *policy.Domain, r *policy.Rule, e *emitter) {
 	if l := r.Lease; l.LowWatermark > l.Max {
-		e.at(r.Pos, r, "lease low_watermark %d tokens is above lease max %d: the local balance is always below it, so every request prefetches a lease",
+		e.at(r.PosOf(policy.SettingLowWatermark), r, "lease low_watermark %d tokens is above lease max %d: the local balance is always below it, so every request prefetches a lease",
 			l.LowWatermark, l.Max)
 	}
 }

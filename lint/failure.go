@@ -106,7 +106,7 @@ func checkFailOpenCritical(d *policy.Domain, r *policy.Rule, e *emitter) {
 		return
 	}
 	if c, ok := criticalPath(d, r); ok {
-		e.at(r.Pos, r, "fails open on critical path %q (match key %q selects %s); make it fail closed with a reason",
+		e.at(r.PosOf(policy.SettingFailure), r, "fails open on critical path %q (match key %q selects %s); make it fail closed with a reason",
 			c.pattern, c.key, c.sel)
 	}
 }
@@ -134,7 +134,7 @@ func checkFailOpenNoFallback(d *policy.Domain, r *policy.Rule, e *emitter) {
 		case r.Gateways > 1:
 			share = fmt.Sprintf("1/%d of its limit per gateway", r.Gateways)
 		}
-		e.at(r.Pos, r, "fails open without a fallback, and its requests are expensive (%s: cost %d): while the store is unavailable only the default bucket caps it (twice a key's recently admitted rate, else %s); set failure.fallback",
+		e.at(r.PosOf(policy.SettingFailure), r, "fails open without a fallback, and its requests are expensive (%s: cost %d): while the store is unavailable only the default bucket caps it (twice a key's recently admitted rate, else %s); set failure.fallback",
 			limitName(r, i), l.Cost, share)
 		return
 	}
@@ -143,7 +143,7 @@ func checkFailOpenNoFallback(d *policy.Domain, r *policy.Rule, e *emitter) {
 // checkFailClosedReason reports a fail-closed rule that does not say why (RL009).
 func checkFailClosedReason(_ *policy.Domain, r *policy.Rule, e *emitter) {
 	if r.FailureMode == policy.FailClosed && strings.TrimSpace(r.FailureReason) == "" {
-		e.at(r.Pos, r, "fails closed without a reason: a store outage rejects all of its traffic")
+		e.at(r.PosOf(policy.SettingFailure), r, "fails closed without a reason: a store outage rejects all of its traffic")
 	}
 }
 
@@ -205,6 +205,6 @@ func limitSummary(r *policy.Rule) string {
 func checkStoreTimeout(d *policy.Domain, r *policy.Rule, e *emitter) {
 	rls := d.Gateway.RLSTimeoutMs
 	if rls > 0 && r.StoreTimeoutMs >= rls {
-		e.at(r.Pos, r, "store timeout %dms is not below the gateway's RLS timeout %dms", r.StoreTimeoutMs, rls)
+		e.at(r.PosOf(policy.SettingStoreTimeout), r, "store timeout %dms is not below the gateway's RLS timeout %dms", r.StoreTimeoutMs, rls)
 	}
 }

@@ -518,7 +518,7 @@ func checkCriticalFailOpen(c *domainChange, e *emitter) {
 			cm, ok = onCriticalPath(c.head, p.head)
 		}
 		if ok {
-			e.at(p.head.Pos, p.head, "goes from fail-closed (base %s) to fail-open on critical path %q without a reason: set the rule's reason",
+			e.at(p.head.PosOf(policy.SettingFailure), p.head, "goes from fail-closed (base %s) to fail-open on critical path %q without a reason: set the rule's reason",
 				p.base.Pos, cm.pattern)
 		}
 	}

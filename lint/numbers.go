@@ -210,13 +210,13 @@ func checkHotKey(d *policy.Domain, r *policy.Rule, e *emitter) {
 	}
 	want := (r.ExpectedPeakQPS + budget - 1) / budget
 	if !r.Sharded() {
-		e.at(r.Pos, r, "hot key: expected peak %d QPS is over the per-key budget %d QPS and the rule has no sub_shards (want count ≥ %d)",
+		e.at(r.PosOf(policy.SettingExpectedPeakQPS), r, "hot key: expected peak %d QPS is over the per-key budget %d QPS and the rule has no sub_shards (want count ≥ %d)",
 			r.ExpectedPeakQPS, budget, want)
 		return
 	}
 	n := int64(r.SubShards.Count)
 	if per := (r.ExpectedPeakQPS + n - 1) / n; per > budget {
-		e.at(r.Pos, r, "hot key: expected peak %d QPS over %d sub_shards is %d QPS per shard, over the per-key budget %d QPS (want count ≥ %d)",
+		e.at(r.PosOf(policy.SettingExpectedPeakQPS), r, "hot key: expected peak %d QPS over %d sub_shards is %d QPS per shard, over the per-key budget %d QPS (want count ≥ %d)",
 			r.ExpectedPeakQPS, n, per, budget, want)
 	}
 }

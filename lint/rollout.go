@@ -41,6 +41,6 @@ func checkRegions(_ *policy.Domain, r *policy.Rule, e *emitter) {
 		parts[i] = fmt.Sprintf("%s %d%%", rs.Region, rs.Percent)
 	}
 	if sum != 100 {
-		e.at(r.Pos, r, "region shares sum to %d%%, want 100%%: %s", sum, strings.Join(parts, " + "))
+		e.at(r.PosOf(policy.SettingRegions), r, "region shares sum to %d%%, want 100%%: %s", sum, strings.Join(parts, " + "))
 	}
 }

@@ -306,11 +306,24 @@ type RegionShare struct {
 	Percent int    `json:"percent"`
 }
 
+// The settings whose positions Rule.SettingPos holds.
+const (
+	SettingFailure         = "failure"
+	SettingStoreTimeout    = "store_timeout"
+	SettingLowWatermark    = "lease.low_watermark"
+	SettingExpectedPeakQPS = "expected_peak_qps"
+	SettingRegions         = "regions"
+)
+
 // Rule is one compiled rate-limit rule.
 type Rule struct {
 	// Name is unique within its domain.
 	Name string `json:"name"`
 	Pos  Pos    `json:"pos"`
+	// SettingPos holds where some of the rule's settings are written, in the rule or in its
+	// domain's defaults, for lint to point at (PosOf). It is not part of a snapshot: a rule
+	// read from one has none.
+	SettingPos map[string]Pos `json:"-"`
 	// Match is the nested descriptor match, outermost entry first.
 	Match  []Match `json:"match"`
 	Limits []Limit `json:"limits"`
@@ -370,3 +383,13 @@ func (d *Domain) Source(key string) *Source {
 // shape); the filter of the other mode gets OK for it, as for a descriptor no rule matches, so no
 // request is counted twice. Without the key, every descriptor is answered.
 const FailureModeHeader = "x-rlctl-failure-mode"
+
+// PosOf returns where the rule's setting (one of the Setting constants) is written, or the
+// rule's own position when that is unknown: a setting left at its built-in default, or a rule
+// read from a snapshot.
+func (r *Rule) PosOf(setting string) Pos {
+	if p, ok := r.SettingPos[setting]; ok {
+		return p
+	}
+	return r.Pos
+}

@@ -437,6 +437,18 @@ func (d *decoder) rule(name string, v cue.Value, defaults, leaseDefaults object)
 	for _, e := range elems(o.get("limits")) {
 		r.Limits = append(r.Limits, d.limit(e))
 	}
+	r.SettingPos = map[string]policy.Pos{}
+	for field, v := range map[string]cue.Value{
+		policy.SettingFailure:         setting(o, defaults, "failure"),
+		policy.SettingStoreTimeout:    setting(o, defaults, "store_timeout"),
+		policy.SettingLowWatermark:    setting(objectOf(o.get("lease")), leaseDefaults, "low_watermark"),
+		policy.SettingExpectedPeakQPS: setting(o, defaults, "expected_peak_qps"),
+		policy.SettingRegions:         setting(o, defaults, "regions"),
+	} {
+		if p := pos(v); v.Exists() && p.File != "" {
+			r.SettingPos[field] = p
+		}
+	}
 	r.Reason = d.optStr(o.get("reason"), "")
 	d.stage(r, setting(o, defaults, "stage"))
 	d.failure(r, setting(o, defaults, "failure"))
