@@ -89,6 +89,7 @@ type Enforcer struct {
 	inflight    atomic.Int64 // ShouldRateLimit calls in progress
 	reloadMu    sync.Mutex   // reloads run one at a time
 	gen         int          // config generations loaded, under reloadMu
+	lastFailed  bool         // the last snapshot read was rejected, under reloadMu
 
 	grpc    *grpc.Server
 	health  *health.Server

@@ -38,6 +38,7 @@ func (e *Enforcer) loadFile(changed bool) error {
 		var s snapshot
 		if s, err = parseSnapshot(raw); err == nil {
 			if changed && e.serving(s) {
+				e.restored()
 				return nil
 			}
 			if err = e.swap(s); err == nil {
@@ -98,10 +99,23 @@ func (e *Enforcer) swap(s snapshot) error {
 	e.mx.configVer.Set(float64(now) / 1000)
 	e.mx.reloads.WithLabelValues("ok").Inc()
 	e.mx.reloadOK.Set(1)
+	e.lastFailed = false
 	if old != nil {
 		e.log.Info("config reloaded", "version", rc.version, "previous", old.version, "rules", rc.rules)
 	}
 	return nil
+}
+
+// restored notes that a snapshot that loads is the one serving: after a rejected one (a bad
+// push reverted to what was serving), the last reload is a success again, or
+// rate_limit_config_last_reload_successful and its alert would stay at 0 until another version
+// came. The caller holds reloadMu.
+func (e *Enforcer) restored() {
+	if e.lastFailed {
+		e.lastFailed = false
+		e.mx.reloadOK.Set(1)
+		e.log.Info("config restored: the snapshot is the one serving, after a rejected one", "version", e.ConfigVersion())
+	}
 }
 
 // rejected counts and logs a snapshot that did not load, and returns err. The caller holds
@@ -109,6 +123,7 @@ func (e *Enforcer) swap(s snapshot) error {
 func (e *Enforcer) rejected(err error) error {
 	e.mx.reloads.WithLabelValues("error").Inc()
 	e.mx.reloadOK.Set(0)
+	e.lastFailed = true
 	if c := e.cfg.Load(); c != nil {
 		e.log.Error("config reload rejected; the previous config keeps serving", "error", err.Error(),
 			"version", c.version)

@@ -419,3 +419,37 @@ func TestRolloutKeepsTheCount(t *testing.T) {
 		})
 	}
 }
+
+// TestReloadRevertedClearsTheFailure: a bad snapshot, then the one serving again (a bad push
+// reverted), as the --config watch reads them. The last reload is a success again: it stayed at
+// 0, and RateLimitConfigReloadFailed firing, until another version came.
+func TestReloadRevertedClearsTheFailure(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	good, err := os.ReadFile(in.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(raw []byte) {
+		t.Helper()
+		if err := os.WriteFile(in.path, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		in.reloadMu.Lock()
+		defer in.reloadMu.Unlock()
+		_ = in.loadFile(true)
+	}
+	load([]byte(`{"schema_version": 2}`))
+	if got := in.metric(t, "rate_limit_config_last_reload_successful"); got != 0 {
+		t.Fatalf("after a bad snapshot: last reload successful %v, want 0", got)
+	}
+	load(good)
+	if got := in.metric(t, "rate_limit_config_last_reload_successful"); got != 1 {
+		t.Errorf("after the serving snapshot again: last reload successful %v, want 1", got)
+	}
+	if !strings.Contains(in.logs.String(), "config restored") {
+		t.Error("no \"config restored\" log line")
+	}
+	if got := in.metric(t, `rate_limit_config_reloads_total{result="ok"}`); got != 1 {
+		t.Errorf("reloads ok: %v, want 1 (the first load; the revert reloads nothing)", got)
+	}
+}

@@ -62,6 +62,7 @@ func (e *Enforcer) applyXDS(version string, raw []byte) error {
 	old := e.cfg.Load()
 	s, err := parseSnapshot(raw)
 	if err == nil && e.serving(s) {
+		e.restored()
 		return nil
 	}
 	if err == nil {
