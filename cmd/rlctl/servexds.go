@@ -41,9 +41,10 @@ being served. A change that leaves the policy's meaning alone keeps the
 version, and nothing is pushed. Clients that lose the server keep what they
 have and reconnect.
 
-The admin server (--admin-addr) serves /metrics (rlctl_xds_*), /healthz,
-/readyz and /config. Logs are JSON lines on stderr. SIGINT and SIGTERM end
-the streams and stop the server.
+The admin server (--admin-addr) serves /metrics (rlctl_xds_*; among them
+rlctl_xds_policy_last_load_successful, 0 while the directory does not load),
+/healthz, /readyz and /config. Logs are JSON lines on stderr. SIGHUP loads the
+directory again. SIGINT and SIGTERM end the streams and stop the server.
 
 Exit codes: 0 stopped by a signal; 1 the policy does not load at start (its
 problems are printed as rlctl render prints them); 3 usage or tool error: a bad
@@ -73,7 +74,18 @@ func newServeXDSCmd() *cobra.Command {
 			case err != nil:
 				return usageErrorf("serve-xds: %w", err)
 			}
-			<-ctx.Done()
+			// SIGHUP loads the directory again, as the enforcer's reloads its snapshot (and
+			// systemd's ExecReload sends); it used to end the process.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			for ctx.Err() == nil {
+				select {
+				case <-hup:
+					srv.Reload("signal")
+				case <-ctx.Done():
+				}
+			}
 			c.Logger.Info("shutting down", "cause", context.Cause(ctx).Error())
 			return srv.Close()
 		},

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlctl/rlctl/internal/clitest"
 )
 
 // TestServeXDSSignal runs rlctl serve-xds as a process: it starts serving policies/, is ready,
@@ -68,6 +70,18 @@ func TestServeXDSSignal(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/readyz: %d, want 200", resp.StatusCode)
+	}
+
+	// SIGHUP loads the directory again and goes on serving; it ended the process.
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for clitest.Metric(t, admin, `rlctl_xds_policy_loads_total{result="unchanged"}`) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no load after SIGHUP:\n%s", all.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

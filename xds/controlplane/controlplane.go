@@ -108,6 +108,8 @@ type Server struct {
 	cur      atomic.Pointer[resources]
 	loadedAt atomic.Int64 // Unix ms of the last version served
 	loadMu   sync.Mutex   // loads run one at a time
+	// lastFailed says the last load was refused (loadMu).
+	lastFailed bool
 
 	grpc    *grpc.Server
 	grpcLn  net.Listener

@@ -155,6 +155,19 @@ func TestRefusedChange(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, "policy change refused") || !strings.Contains(l, fleetFile+":") {
 		t.Errorf("logs: want the refusal with the problem's position in %s:\n%s", fleetFile, l)
 	}
+	lastOK := func() float64 { return clitest.Metric(t, srv.AdminAddr(), "rlctl_xds_policy_last_load_successful") }
+	if got := lastOK(); got != 0 {
+		t.Errorf("last load successful after the refusal: %v, want 0", got)
+	}
+	// Reverted, the directory is the version served again: nothing to push, and the last load
+	// is a success again (it said so only once another version came).
+	if err := os.WriteFile(path, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the revert loaded", func() bool { return lastOK() == 1 })
+	if !strings.Contains(logs.String(), "policy restored") {
+		t.Errorf("logs: no \"policy restored\" line after the revert")
+	}
 
 	if err := os.WriteFile(path, []byte(strings.Replace(string(good), fleetLimit(100), fleetLimit(120), 1)), 0o644); err != nil {
 		t.Fatal(err)

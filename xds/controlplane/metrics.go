@@ -12,6 +12,7 @@ import (
 type metrics struct {
 	reg      *prometheus.Registry
 	loads    *prometheus.CounterVec // result
+	lastOK   prometheus.Gauge
 	pushes   *prometheus.CounterVec // type_url
 	nacks    *prometheus.CounterVec // type_url
 	clients  prometheus.Gauge
@@ -25,6 +26,11 @@ func newMetrics() *metrics {
 		Name: "rlctl_xds_policy_loads_total",
 		Help: "Loads of the policy directory after a change or a resync, by result: served (a new version), unchanged (the same policy), refused (it does not load; the last good version keeps being served).",
 	}, []string{"result"})
+	m.lastOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rlctl_xds_policy_last_load_successful",
+		Help: "1 when the policy directory loaded at its last load (served or unchanged), 0 when that load was refused and the last good version is being served.",
+	})
+	m.lastOK.Set(1) // Start refuses a directory that does not load
 	m.pushes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rlctl_xds_pushes_total",
 		Help: "Discovery responses sent to clients, by resource type URL.",
@@ -45,7 +51,7 @@ func newMetrics() *metrics {
 		Name: "rlctl_xds_version_loaded_timestamp_seconds",
 		Help: "When the version being served was loaded.",
 	})
-	m.reg.MustRegister(m.loads, m.pushes, m.nacks, m.clients, m.info, m.loadedAt,
+	m.reg.MustRegister(m.loads, m.lastOK, m.pushes, m.nacks, m.clients, m.info, m.loadedAt,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"served", "unchanged", "refused"} {
 		m.loads.WithLabelValues(r)

@@ -32,6 +32,10 @@ func load(dir string) (*resources, error) {
 	return buildResources(m)
 }
 
+// Reload loads the directory again, as a change to it would (rlctl serve-xds does on SIGHUP),
+// and returns what happened: "served", "unchanged" or "refused".
+func (s *Server) Reload(cause string) string { return s.reload(cause) }
+
 // reload loads the directory again and serves it if it loaded and changed; otherwise the last
 // good version keeps being served. It returns what happened: "served", "unchanged" or "refused".
 func (s *Server) reload(cause string) string {
@@ -53,24 +57,43 @@ func (s *Server) reload(cause string) string {
 			attrs = append(attrs, "error", err.Error())
 		}
 		s.log.Error("policy change refused; the last good version keeps being served", attrs...)
+		s.failed(true)
 		return "refused"
 	}
 	old := s.cur.Load()
 	if r.sameAs(old) {
 		s.mx.loads.WithLabelValues("unchanged").Inc()
-		s.log.Debug("policy unchanged", "cause", cause, "version", s.Version())
+		if s.failed(false) {
+			s.log.Info("policy restored: the directory loads again, as the version being served", "cause", cause, "version", s.Version())
+		} else {
+			s.log.Debug("policy unchanged", "cause", cause, "version", s.Version())
+		}
 		return "unchanged"
 	}
 	if err := s.serve(r); err != nil {
 		s.mx.loads.WithLabelValues("refused").Inc()
 		s.log.Error("policy change not served", "error", err.Error())
+		s.failed(true)
 		return "refused"
 	}
+	s.failed(false)
 	s.mx.loads.WithLabelValues("served").Inc()
 	s.log.Info("policy change served", "cause", cause, "version", r.version(xds.SnapshotTypeURL),
 		"previous", old.version(xds.SnapshotTypeURL), "domains", len(r.model.Domains),
 		"load_ms", time.Since(start).Milliseconds())
 	return "served"
+}
+
+// failed records whether the last load was refused, in rlctl_xds_policy_last_load_successful,
+// and reports whether the one before it was. The caller holds loadMu.
+func (s *Server) failed(now bool) (before bool) {
+	before, s.lastFailed = s.lastFailed, now
+	if now {
+		s.mx.lastOK.Set(0)
+	} else {
+		s.mx.lastOK.Set(1)
+	}
+	return before
 }
 
 // watch reloads the directory after each burst of changes to it, and every Config.Resync. A
