@@ -331,17 +331,32 @@ func (sp *splices) insertAfter(src []byte, st *ast.StructLit, anchor ast.Decl, t
 		sp.add(off(anchor.End()), off(anchor.End()), ", "+text)
 		return
 	}
+	ind := fieldIndent(src, st)
 	if anchor == nil {
 		at := lineEnd(src, off(st.Lbrace))
-		ind := indentAt(src, off(st.Lbrace)) + "\t"
-		if len(st.Elts) > 0 {
-			ind = indentAt(src, off(st.Elts[0].Pos()))
-		}
 		sp.add(at, at, ind+text+"\n")
 		return
 	}
+	if end := off(anchor.End()); lineStart(src, end) == lineStart(src, off(st.Rbrace)) {
+		// The closing brace follows the anchor on its line: past the line's end is past the
+		// brace, outside the struct.
+		sp.add(end, end, "\n"+ind+text)
+		return
+	}
 	at := lineEnd(src, off(anchor.End()))
-	sp.add(at, at, indentAt(src, off(anchor.Pos()))+text+"\n")
+	sp.add(at, at, ind+text+"\n")
+}
+
+// fieldIndent is the indentation of a field on a line of its own in st, a struct written over
+// several lines: that of its first field that does not share the opening brace's line, else
+// one tab more than the brace's line.
+func fieldIndent(src []byte, st *ast.StructLit) string {
+	for _, d := range st.Elts {
+		if p := off(d.Pos()); lineStart(src, p) != lineStart(src, off(st.Lbrace)) {
+			return indentAt(src, p)
+		}
+	}
+	return indentAt(src, off(st.Lbrace)) + "\t"
 }
 
 // insertField adds the field text as st's last field.
@@ -355,7 +370,7 @@ func (sp *splices) insertField(src []byte, st *ast.StructLit, text string) {
 		return
 	}
 	last := st.Elts[len(st.Elts)-1]
-	ind := indentAt(src, off(st.Elts[0].Pos()))
+	ind := fieldIndent(src, st)
 	if end := off(last.End()); lineStart(src, end) == lineStart(src, off(st.Rbrace)) {
 		// The closing brace follows the last field on its line.
 		sp.add(end, end, "\n"+ind+text)

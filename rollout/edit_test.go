@@ -45,6 +45,12 @@ func TestApply(t *testing.T) {
 		// A rule in CUE's dotted form has no braces to add a stage in.
 		{"abort_dotted", Edit{Rule: "dotted", To: policy.StageShadow, Since: "2025-06-12"},
 			policy.Stage{Name: policy.StageShadow, Since: "2025-06-12"}},
+		// A closing brace on the last field's line: the new field goes before it, on a line of
+		// its own, indented as the block's fields (it went after the brace: a load error).
+		{"pause_braced", Edit{Rule: "braced", Hold: hold("incident 43")},
+			policy.Stage{Name: policy.StageSoft, Since: "2025-06-01", Hold: "incident 43"}},
+		{"promote_name_last_to_canary", Edit{Rule: "nameLast", To: policy.StageCanary, Percent: 5, Since: "2025-06-12"},
+			policy.Stage{Name: policy.StageCanary, CanaryPercent: 5, Since: "2025-06-12"}},
 		// Leaving canary removes the percent's line with its comment; the name keeps its own.
 		{"promote_canary_comments", Edit{Rule: "ramp", To: policy.StageEnforce, Since: "2025-06-12"},
 			policy.Stage{Name: policy.StageEnforce, Since: "2025-06-12"}},
