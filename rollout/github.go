@@ -33,9 +33,10 @@ var (
 	ErrRateLimited = errors.New("GitHub rate limit")
 	// ErrStaleBase means the local policy files are not those of the base branch's head.
 	ErrStaleBase = errors.New("local files differ from the base branch")
-	// ErrPending means the rule's branch has an open pull request that pauses or aborts it,
-	// which a promotion must not replace.
-	ErrPending = errors.New("an open pull request pauses or aborts the rule")
+	// ErrPending means the rule's branch holds what the change must not replace: an open pull
+	// request of a verb that outranks the change's (verbRank: an abort is not replaced by a
+	// pause, nor either by a promotion or a resume), or a commit rlctl rollout did not make.
+	ErrPending = errors.New("a pending change on the rule's rollout branch")
 )
 
 // GitHubConfig says which repository the pull-request flow works on, and how to reach it.
@@ -127,8 +128,8 @@ type Change struct {
 	Title, Body string
 	// Message is the commit message. Verb is the rollout command that made the change
 	// (promote, abort, pause or resume): it ends the message ("Edited by rlctl rollout VERB"),
-	// and a promotion does not replace an open pull request whose commit a pause or an abort
-	// made (ErrPending).
+	// and a change does not replace an open pull request whose commit a verb of a higher rank
+	// made (verbRank, ErrPending).
 	Message string
 	Verb    string
 	// Files are the policy files the change was judged on, by repository-relative slash path:
@@ -168,6 +169,10 @@ type PullRequest struct {
 // ch.Files on the current base is left as it is. Each file's Before must be the base branch's
 // content (ErrStaleBase otherwise), so a stale checkout never reverts someone's change.
 func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
+	if v := verbOf(ch.Message); v == "" || v != ch.Verb {
+		// How later runs tell rlctl's commits, and their verbs, from others'.
+		return nil, fmt.Errorf("rollout: the commit message must end \"Edited by rlctl rollout %s\", got %q", ch.Verb, ch.Message)
+	}
 	repo, _, err := g.c.Repositories.Get(ctx, g.owner, g.repo)
 	if err != nil {
 		return nil, g.explain(err)
@@ -244,7 +249,15 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 		if err != nil {
 			return nil, g.explain(err)
 		}
-		if v := verbOf(c.GetMessage()); ch.Verb == "promote" && (v == "pause" || v == "abort") {
+		// The branch is rlctl's to rewrite only while every commit on it is rlctl's own: a
+		// reviewer's fix pushed there was force-pushed away, and it hid a pending pause from
+		// the check below.
+		v := verbOf(c.GetMessage())
+		if v == "" {
+			return nil, fmt.Errorf("%w: branch %s has a commit that rlctl rollout did not make (%.12s %q): merge or close its pull request, or delete the branch, then run again",
+				ErrPending, ch.Branch, c.GetSHA(), firstLine(c.GetMessage()))
+		}
+		if verbRank(v) > verbRank(ch.Verb) {
 			open, _, err := g.c.PullRequests.List(ctx, g.owner, g.repo, &github.PullRequestListOptions{
 				State: "open", Head: owner + ":" + ch.Branch, Base: base,
 			})
@@ -252,7 +265,8 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 				return nil, g.explain(err)
 			}
 			if len(open) > 0 {
-				return nil, fmt.Errorf("%w: #%d (%s, on branch %s): merge or close it before promoting", ErrPending, open[0].GetNumber(), open[0].GetTitle(), ch.Branch)
+				return nil, fmt.Errorf("%w: #%d (%s, on branch %s) is an open %s, which a %s does not replace: merge or close it first",
+					ErrPending, open[0].GetNumber(), open[0].GetTitle(), ch.Branch, v, ch.Verb)
 			}
 		}
 		upToDate = c.GetTree().GetSHA() == tree.GetSHA() && len(c.Parents) == 1 && c.Parents[0].GetSHA() == baseSHA
@@ -445,6 +459,26 @@ func isPolicyFile(dir, p string) bool {
 
 // verbOf returns the rollout command named by a commit message that Propose wrote ("Edited by
 // rlctl rollout VERB ..."), or "".
+// verbRank orders the rollout verbs by what an open pull request of one must not lose to
+// another: an abort (back to shadow) over a pause, a pause over a promotion or a resume. A
+// change replaces an open pull request of its own rank or a lower one.
+func verbRank(verb string) int {
+	switch verb {
+	case "abort":
+		return 3
+	case "pause":
+		return 2
+	default:
+		return 1
+	}
+}
+
+// firstLine is msg's first line.
+func firstLine(msg string) string {
+	line, _, _ := strings.Cut(msg, "\n")
+	return line
+}
+
 func verbOf(msg string) string {
 	_, rest, ok := strings.Cut(msg, "Edited by rlctl rollout ")
 	if !ok {

@@ -36,7 +36,8 @@ func change(after, comment string) Change {
 		Branch:  "rlctl/rollout/edge/developer_pro",
 		Title:   "rollout: developer_pro shadow → soft",
 		Body:    "body for " + after,
-		Message: "rollout: promote developer_pro to soft",
+		Message: "rollout: promote developer_pro to soft\n\nEdited by rlctl rollout promote on 2025-06-12.",
+		Verb:    "promote",
 		Files:   map[string]File{"policies/tiers.cue": {Before: []byte(tiersBefore), After: []byte(after)}},
 		Comment: comment,
 	}
@@ -66,7 +67,7 @@ func TestProposeOpensThenUpdates(t *testing.T) {
 		t.Errorf("an untouched file on the branch: got %q", got)
 	}
 	mainHead, _, _ := s.Head("main")
-	if _, parents, msg := s.Head(pr.Branch); len(parents) != 1 || parents[0] != mainHead || msg != "rollout: promote developer_pro to soft" {
+	if _, parents, msg := s.Head(pr.Branch); len(parents) != 1 || parents[0] != mainHead || !strings.HasPrefix(msg, "rollout: promote developer_pro to soft\n") {
 		t.Errorf("branch commit: parents %v message %q, want one parent, main's head %s", parents, msg, mainHead)
 	}
 	prs := s.PullRequests()
@@ -116,6 +117,68 @@ func TestProposeOpensThenUpdates(t *testing.T) {
 	}
 	if edits != 1 {
 		t.Errorf("comment edits: got %d, want 1", edits)
+	}
+}
+
+// TestProposeKeepsOthersCommits: a commit that someone else pushed to the rule's branch (a
+// reviewer's fix) is not force-pushed away by the next run; it was, and it hid a pending pause
+// from the verb check.
+func TestProposeKeepsOthersCommits(t *testing.T) {
+	s := newFake(t)
+	g := newClient(t, s, "tok-1")
+	ctx := context.Background()
+	after := strings.Replace(tiersBefore, "shadow", "soft", 1)
+	pr, err := g.Propose(ctx, change(after, "evidence"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := after + "// a reviewer's fix\n"
+	s.SetFile(pr.Branch, "policies/tiers.cue", fixed)
+	head, _, _ := s.Head(pr.Branch)
+	_, err = g.Propose(ctx, change(strings.Replace(after, "2025-06-02", "2025-06-12", 1), "evidence"))
+	if !errors.Is(err, ErrPending) || !strings.Contains(err.Error(), "did not make") {
+		t.Errorf("run over someone else's commit: got %v, want ErrPending naming the commit", err)
+	}
+	if now, _, _ := s.Head(pr.Branch); now != head {
+		t.Errorf("the branch moved from %s to %s", head, now)
+	}
+}
+
+// TestProposeVerbRanks: an open abort is replaced by neither a pause nor a promotion (a pause
+// replaced it, and the rule stayed enforcing in canary), an open pause not by a promotion; a
+// pause is replaced by an abort, and a change by one of its own verb.
+func TestProposeVerbRanks(t *testing.T) {
+	as := func(verb, after string) Change {
+		c := change(after, "evidence")
+		c.Verb, c.Message = verb, "rollout: "+verb+"\n\nEdited by rlctl rollout "+verb+" on 2025-06-12."
+		return c
+	}
+	steps := []struct {
+		verb    string
+		replace bool // whether it replaces the open pull request's change
+	}{
+		{"pause", true}, // over nothing
+		{"promote", false},
+		{"resume", false},
+		{"pause", true},
+		{"abort", true},
+		{"pause", false},
+		{"promote", false},
+		{"abort", true},
+	}
+	s := newFake(t)
+	g := newClient(t, s, "tok-1")
+	ctx := context.Background()
+	for i, st := range steps {
+		after := tiersBefore + fmt.Sprintf("// step %d\n", i)
+		_, err := g.Propose(ctx, as(st.verb, after))
+		got, _ := s.File("rlctl/rollout/edge/developer_pro", "policies/tiers.cue")
+		switch {
+		case st.replace && (err != nil || got != after):
+			t.Errorf("step %d, %s: %v; want it to replace the branch's change", i, st.verb, err)
+		case !st.replace && (!errors.Is(err, ErrPending) || got == after):
+			t.Errorf("step %d, %s: %v; want ErrPending, the branch left alone", i, st.verb, err)
+		}
 	}
 }
 
@@ -187,7 +250,8 @@ func TestProposeInLargeRepository(t *testing.T) {
 	s.SetTreeLimit(2)
 	after := strings.Replace(tiersBefore, "shadow", "soft", 1)
 	ch := Change{
-		Branch: "rlctl/rollout/edge/developer_pro", Title: "t", Body: "b", Message: "m", PolicyDir: dir,
+		Branch: "rlctl/rollout/edge/developer_pro", Title: "t", Body: "b", PolicyDir: dir,
+		Message: "m\n\nEdited by rlctl rollout promote on 2025-06-12.", Verb: "promote",
 		Files: map[string]File{
 			dir + "/tiers.cue": {Before: []byte(tiersBefore), After: []byte(after)},
 		},
