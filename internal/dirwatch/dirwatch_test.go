@@ -115,3 +115,83 @@ func TestStartErrors(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A directory removed and made again, and a path through a symlink that is swapped (git-sync, a
+// "current" release link), leave the watch on the old directory with no event to say so: the
+// watch finds out within a second or so, calls back, and then sees writes in the new directory.
+// Both went unseen for good (an enforcer kept its old snapshot) or until a resync.
+func TestDirectoryReplaced(t *testing.T) {
+	const quiet = 50 * time.Millisecond
+	t.Run("remade", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "snap")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		causes := start(t, Config{Dir: dir, Quiet: quiet})
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		drain(causes, 3*checkEvery)
+		write(t, filepath.Join(dir, "a"), "x")
+		expect(t, causes, "change", 3*quiet)
+	})
+	t.Run("symlink", func(t *testing.T) {
+		root := t.TempDir()
+		for _, d := range []string{"v1", "v2"} {
+			if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		current := filepath.Join(root, "current")
+		if err := os.Symlink("v1", current); err != nil {
+			t.Fatal(err)
+		}
+		causes := start(t, Config{Dir: current, Quiet: quiet})
+		tmp := filepath.Join(root, "current.tmp")
+		if err := os.Symlink("v2", tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, current); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, causes, "change", 3*quiet) // the swap itself
+		write(t, filepath.Join(root, "v2", "a"), "x")
+		expect(t, causes, "change", 3*quiet)
+	})
+}
+
+// drain discards causes until none has come for d.
+func drain(causes <-chan string, d time.Duration) {
+	for {
+		select {
+		case <-causes:
+		case <-time.After(d):
+			return
+		}
+	}
+}
+
+// Writes that never go quiet still call back, ten quiet periods after the first: the debounce
+// waited for as long as they went on.
+func TestEndlessWritesCallBack(t *testing.T) {
+	dir := t.TempDir()
+	const quiet = 100 * time.Millisecond
+	causes := start(t, Config{Dir: dir, Quiet: quiet})
+	stop := time.After(3 * maxWaits * quiet)
+	for i := 0; ; i++ {
+		select {
+		case got := <-causes:
+			if got != "change" {
+				t.Fatalf("OnChange(%q), want change", got)
+			}
+			return
+		case <-stop:
+			t.Fatalf("no OnChange in %v of writes every %v", 3*maxWaits*quiet, quiet/5)
+		case <-time.After(quiet / 5):
+			write(t, filepath.Join(dir, "a"), strings.Repeat("x", i))
+		}
+	}
+}
