@@ -90,6 +90,7 @@ type Enforcer struct {
 	reloadMu    sync.Mutex   // reloads run one at a time
 	gen         int          // config generations loaded, under reloadMu
 	lastFailed  bool         // the last snapshot read was rejected, under reloadMu
+	lastRead    [32]byte     // SHA-256 of the snapshot file as last read, under reloadMu
 
 	grpc    *grpc.Server
 	health  *health.Server

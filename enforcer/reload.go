@@ -3,6 +3,7 @@ package enforcer
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -35,6 +36,13 @@ func (e *Enforcer) reload() error {
 func (e *Enforcer) loadFile(changed bool) error {
 	raw, err := readFile(e.conf.SnapshotPath)
 	if err == nil {
+		// The watch's resyncs, and events that rewrote the file as it was, read the same
+		// bytes again: nothing to do, whether they were served or rejected.
+		sum := sha256.Sum256(raw)
+		if changed && sum == e.lastRead {
+			return nil
+		}
+		e.lastRead = sum
 		var s snapshot
 		if s, err = parseSnapshot(raw); err == nil {
 			if changed && e.serving(s) {
@@ -131,6 +139,10 @@ func (e *Enforcer) rejected(err error) error {
 	return err
 }
 
+// watchResync is how often the --config watch reads the snapshot again, in case a change went
+// unseen.
+const watchResync = 30 * time.Second
+
 // watch reloads the snapshot when it changes. It watches the file's directory, so that an
 // atomic replace (write a temporary file, rename it over) and Kubernetes ConfigMap symlink
 // swaps are seen, and waits for 100ms of quiet before reloading a burst of events.
@@ -141,12 +153,16 @@ func (e *Enforcer) watch(ctx context.Context) error {
 	}
 	err = dirwatch.Start(ctx, &e.wg, dirwatch.Config{
 		Dir: filepath.Dir(path),
-		// Any change in the directory may be a replace of the file or of a symlink leading to
-		// it (..data in a ConfigMap); an unchanged file reloads to the same version harmlessly.
+		// The file, written in place or renamed over (an atomic replace ends in an event of
+		// its name), or the symlink through which a ConfigMap swaps its files (..data).
+		// Other files' events were counted too: one written to all the time held reloads
+		// off. A directory replaced as a whole is dirwatch's own check.
 		Relevant: func(ev fsnotify.Event) bool {
-			return filepath.Clean(ev.Name) == path || filepath.Base(ev.Name) == "..data" || ev.Has(fsnotify.Create)
+			return filepath.Clean(ev.Name) == path || filepath.Base(ev.Name) == "..data"
 		},
 		Quiet: 100 * time.Millisecond,
+		// In case a change went unseen: an unchanged file costs a read and a hash.
+		Resync: watchResync,
 		OnChange: func(string) {
 			e.reloadMu.Lock()
 			defer e.reloadMu.Unlock()

@@ -2,6 +2,7 @@ package enforcer
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -451,5 +452,28 @@ func TestReloadRevertedClearsTheFailure(t *testing.T) {
 	}
 	if got := in.metric(t, `rate_limit_config_reloads_total{result="ok"}`); got != 1 {
 		t.Errorf("reloads ok: %v, want 1 (the first load; the revert reloads nothing)", got)
+	}
+}
+
+// TestReloadDirectoryRemade: the snapshot's directory removed and made again (a deploy that
+// replaces it as a whole), and a new snapshot written there. The removal's own event happened to
+// reload the first one; but the watch stayed on the old directory, and the enforcer kept the
+// policy of that day for good, saying nothing: the next change must load too.
+func TestReloadDirectoryRemade(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	before := in.ConfigVersion()
+	dir := filepath.Dir(in.path)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	changed := testModel()
+	for i := range 2 {
+		changed.Domains[0].Rules[0].Limits[0].Requests++
+		writeSnapshot(t, in.path, changed)
+		eventually(t, 10*time.Second, fmt.Sprintf("change %d loaded", i+1), func() bool { return in.ConfigVersion() != before })
+		before = in.ConfigVersion()
 	}
 }
