@@ -133,7 +133,7 @@ func newRolloutCmd() *cobra.Command {
 		},
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&rf.today, "today", "", "the date gates are judged on, YYYY-MM-DD (default: today, UTC)")
+	pf.StringVar(&rf.today, "today", "", "the date gates are judged on, YYYY-MM-DD (default: today, UTC; no later than that for an edit)")
 	pf.StringArrayVar(&rf.logs, "log", nil, "access log to replay for the simulate gate (repeatable)")
 	pf.StringVar(&rf.logFormat, "log-format", "", "envoy-json, envoy-text, jsonl or csv (default: detected)")
 	pf.StringVar(&rf.promURL, "prometheus-url", "", "Prometheus server that scrapes the enforcers, for the prometheus gate")
@@ -344,6 +344,11 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 	today, err := rf.todayOf()
 	if err != nil {
 		return err
+	}
+	// A change judged on a day to come would pass a dwell not yet served, and write a since
+	// that has not begun. status and plan may look ahead; an edit may not.
+	if real := time.Now().UTC().Format(time.DateOnly); today.Format(time.DateOnly) > real {
+		return usageErrorf("%s--today %s is after today's date, %s (UTC): an edit is judged on a day that has come", prefix, rf.today, real)
 	}
 	since := today.Format(time.DateOnly)
 	if rf.date != "" {
