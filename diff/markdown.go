@@ -1,8 +1,10 @@
 package diff
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/rlctl/rlctl/internal/english"
@@ -44,46 +46,27 @@ func WriteMarkdown(w io.Writer, cs []Change, opts ...Option) error {
 	}
 	room -= len(t)
 
+	show := fitRows(cs, room-b.Len())
 	left := 0
 	for i := 0; i < len(cs); {
 		j := i
 		for j < len(cs) && cs[j].Domain == cs[i].Domain {
 			j++
 		}
-		if left > 0 {
-			left += j - i
-			i = j
-			continue
-		}
 		var d strings.Builder
-		header := fmt.Sprintf("#### `%s`\n\n", cs[i].Domain)
-		open := fmt.Sprintf("<details><summary>%s</summary>\n\n", english.Plural(j-i, "change"))
-		table := "| | Change | Kind | Base | Head |\n|:-:|---|---|---|---|\n"
 		fold := j-i > foldOver
-		d.WriteString(header)
-		if fold {
-			d.WriteString(open)
-		}
-		d.WriteString(table)
-		closing := "\n"
-		if fold {
-			closing = "\n</details>\n\n"
-		}
+		d.WriteString(domainHeader(cs[i].Domain, j-i, fold))
 		shown := 0
-		for _, c := range cs[i:j] {
-			row := fmt.Sprintf("| %s | %s | `%s` | %s | %s |\n", sign(c.Kind), mdEscape(c.Summary), c.Kind,
-				codeOrDash(position(c.Base)), codeOrDash(position(c.Head)))
-			if b.Len()+d.Len()+len(row)+len(closing) > room {
-				break
+		for k, c := range cs[i:j] {
+			if !show[i+k] {
+				left++
+				continue
 			}
-			d.WriteString(row)
+			d.WriteString(markdownRow(c))
 			shown++
 		}
-		if shown < j-i {
-			left = j - i - shown
-		}
 		if shown > 0 {
-			d.WriteString(closing)
+			d.WriteString(domainClosing(fold))
 			b.WriteString(d.String())
 		}
 		i = j
@@ -95,6 +78,74 @@ func WriteMarkdown(w io.Writer, cs []Change, opts ...Option) error {
 	b.WriteString(t)
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
 	return err
+}
+
+// markdownRow is one change's row of its domain's table.
+func markdownRow(c Change) string {
+	return fmt.Sprintf("| %s | %s | `%s` | %s | %s |\n", sign(c.Kind), mdEscape(c.Summary), c.Kind,
+		codeOrDash(position(c.Base)), codeOrDash(position(c.Head)))
+}
+
+// domainHeader opens a domain's table of n changes, folded in <details> when fold is set.
+func domainHeader(domain string, n int, fold bool) string {
+	h := fmt.Sprintf("#### `%s`\n\n", domain)
+	if fold {
+		h += fmt.Sprintf("<details><summary>%s</summary>\n\n", english.Plural(n, "change"))
+	}
+	return h + "| | Change | Kind | Base | Head |\n|:-:|---|---|---|---|\n"
+}
+
+func domainClosing(fold bool) string {
+	if fold {
+		return "\n</details>\n\n"
+	}
+	return "\n"
+}
+
+// fitRows says which of cs fit in room bytes of tables. When they do not all fit, those that
+// change what is admitted (a rule added or removed, a limit, a match, a stage, a failure mode)
+// go first, the others (an owner, a store timeout, a since) after, each in order: a changed
+// default repeated over two thousand rules filled the comment before, and a limit tightened in
+// the next domain went unseen.
+func fitRows(cs []Change, room int) []bool {
+	show := make([]bool, len(cs))
+	order := make([]int, len(cs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(minor(cs[a].Kind), minor(cs[b].Kind)) })
+	opened := map[string]bool{}
+	total := map[string]int{}
+	for _, c := range cs {
+		total[c.Domain]++
+	}
+	used := 0
+	for _, i := range order {
+		c := cs[i]
+		n := len(markdownRow(c))
+		if !opened[c.Domain] {
+			fold := total[c.Domain] > foldOver
+			n += len(domainHeader(c.Domain, total[c.Domain], fold)) + len(domainClosing(fold))
+		}
+		if used+n > room {
+			continue
+		}
+		used += n
+		opened[c.Domain] = true
+		show[i] = true
+	}
+	return show
+}
+
+// minor is 1 for kinds of change that leave what a rule admits and where as it was, 0 for the
+// others.
+func minor(k Kind) int {
+	switch k {
+	case KindFailureReason, KindStoreTimeout, KindLease, KindOwner, KindCapacity, KindDriftTolerance,
+		KindLegit, KindStageSince, KindStageHold, KindDomainSetting, KindRenamed:
+		return 1
+	}
+	return 0
 }
 
 // cut shortens markdown to at most n bytes, at a line's end, and says it did.

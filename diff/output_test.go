@@ -3,6 +3,7 @@ package diff
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -98,6 +99,32 @@ func TestMarkdownLimit(t *testing.T) {
 	}
 	if strings.Count(out, "<details>") != strings.Count(out, "</details>") {
 		t.Errorf("got %d <details> and %d </details>", strings.Count(out, "<details>"), strings.Count(out, "</details>"))
+	}
+}
+
+// TestMarkdownLimitKeepsWhatAdmits: two thousand store timeouts of a changed default, then a
+// limit tightened in the next domain. The tightening is shown, the timeouts as room allows; it
+// was left out, counted among the changes not shown.
+func TestMarkdownLimitKeepsWhatAdmits(t *testing.T) {
+	var cs []Change
+	for i := range 2000 {
+		cs = append(cs, Change{Domain: "d", Rule: fmt.Sprintf("r%d", i), Kind: KindStoreTimeout,
+			Summary: fmt.Sprintf("r%d: store timeout 5ms → 4ms", i), Head: policy.Pos{File: "p/a.cue", Line: i + 10}})
+	}
+	cs = append(cs, Change{Domain: "e", Rule: "z", Kind: KindLimitTightened, Summary: "z: 10/s → 5/s (−50%)",
+		Head: policy.Pos{File: "p/b.cue", Line: 3}})
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, cs); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"z: 10/s → 5/s", "`limit_tightened`", "more changes not shown", "r0: store timeout"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	if strings.Index(out, "`d`") > strings.Index(out, "`e`") {
+		t.Error("the domains are not in their order")
 	}
 }
 

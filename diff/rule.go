@@ -22,6 +22,12 @@ func (d *ruleDiff) add(kind Kind, what, before, after string) *Change {
 	return d.addAt(kind, what, before, after, d.b.Pos, d.h.Pos)
 }
 
+// addSetting records a change of one of the rule's settings (a policy.Setting constant) at
+// where each side writes it: in the rule, or in the domain's defaults it takes it from.
+func (d *ruleDiff) addSetting(kind Kind, setting, what, before, after string) *Change {
+	return d.addAt(kind, what, before, after, d.b.PosOf(setting), d.h.PosOf(setting))
+}
+
 // addAt records a change at the given positions. what names the value ("failure mode"); the
 // summary is "RULE: what BEFORE → AFTER".
 func (d *ruleDiff) addAt(kind Kind, what, before, after string, bp, hp policy.Pos) *Change {
@@ -55,29 +61,29 @@ func compareRule(bd, hd *policy.Domain, b, h *policy.Rule) []Change {
 	d.limits()
 	d.stage()
 	if b.FailureMode != h.FailureMode {
-		d.add(KindFailureMode, "failure mode", string(b.FailureMode), string(h.FailureMode))
+		d.addSetting(KindFailureMode, policy.SettingFailure, "failure mode", string(b.FailureMode), string(h.FailureMode))
 	}
 	if b.FailureReason != h.FailureReason {
-		d.add(KindFailureReason, "failure reason", strconv.Quote(b.FailureReason), strconv.Quote(h.FailureReason))
+		d.addSetting(KindFailureReason, policy.SettingFailure, "failure reason", strconv.Quote(b.FailureReason), strconv.Quote(h.FailureReason))
 	}
 	if fb, fh := fallbackString(b.Fallback), fallbackString(h.Fallback); fb != fh {
-		d.add(KindFallback, "fallback", fb, fh)
+		d.addSetting(KindFallback, policy.SettingFailure, "fallback", fb, fh)
 	}
 	if b.StoreTimeoutMs != h.StoreTimeoutMs {
-		d.add(KindStoreTimeout, "store timeout", duration(b.StoreTimeoutMs), duration(h.StoreTimeoutMs))
+		d.addSetting(KindStoreTimeout, policy.SettingStoreTimeout, "store timeout", duration(b.StoreTimeoutMs), duration(h.StoreTimeoutMs))
 	}
 	d.lease()
 	if sb, sh := subShardsString(b.SubShards), subShardsString(h.SubShards); sb != sh {
 		d.add(KindSubShards, "sub-shards", sb, sh)
 	}
 	if rb, rh := regionsString(b.Regions), regionsString(h.Regions); rb != rh {
-		d.add(KindRegions, "regions", rb, rh)
+		d.addSetting(KindRegions, policy.SettingRegions, "regions", rb, rh)
 	}
 	if b.Owner != h.Owner {
 		d.add(KindOwner, "owner", b.Owner, h.Owner)
 	}
 	if b.ExpectedPeakQPS != h.ExpectedPeakQPS {
-		d.add(KindCapacity, "expected peak QPS", count(b.ExpectedPeakQPS), count(h.ExpectedPeakQPS))
+		d.addSetting(KindCapacity, policy.SettingExpectedPeakQPS, "expected peak QPS", count(b.ExpectedPeakQPS), count(h.ExpectedPeakQPS))
 	}
 	if b.Gateways != h.Gateways {
 		d.add(KindCapacity, "gateways", count(b.Gateways), count(h.Gateways))
