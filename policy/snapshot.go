@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // SnapshotVersion is the schema_version WriteSnapshot writes and ReadSnapshot accepts. It changes
@@ -145,6 +146,11 @@ func decodeSnapshot(r io.Reader) (*Model, error) {
 	dec = json.NewDecoder(bytes.NewReader(s.Model))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(m); err != nil {
+		if strings.Contains(err.Error(), "unknown field") {
+			// A field this version does not know is one a later version added: what it
+			// means cannot be enforced by guessing.
+			return nil, fmt.Errorf("snapshot: model: %w (written by a later rlctl than this one? upgrade the enforcers before rlctl and serve-xds)", err)
+		}
 		return nil, fmt.Errorf("snapshot: model: %w", err)
 	}
 	got, err := ContentHash(m)
