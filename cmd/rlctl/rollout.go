@@ -411,6 +411,10 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 			e.what = fmt.Sprintf("%s → shadow (aborted)", from)
 		case "pause":
 			reason := strings.TrimSpace(rf.reason)
+			if r.Stage.Hold == reason {
+				fmt.Fprintf(cmd.ErrOrStderr(), "rlctl rollout pause: %s/%s is paused already: %s\n", d.Name, r.Name, reason)
+				continue
+			}
 			e.edit.Hold = &reason
 			e.what = fmt.Sprintf("paused in %s: %s", from, reason)
 		case "resume":
