@@ -101,6 +101,7 @@ func (e *Enforcer) swap(s snapshot) error {
 	if old != nil {
 		e.mx.configInfo.DeleteLabelValues(old.version)
 		e.mx.forget(old.model, rc)
+		e.leasing.retain(rc.model, old.model)
 	}
 	e.loadedAt.Store(now)
 	e.mx.configInfo.WithLabelValues(rc.version).Set(1)
