@@ -85,7 +85,13 @@ func Prepare(m *policy.Model, files Files, edits []Edit) (*Edited, error) {
 	}
 	head, err := schema.Load(tmp)
 	if err != nil {
-		return nil, fmt.Errorf("the edited policy does not load (a bug: please report it): %w", err)
+		// The problems name the temporary copies: name the policy's files instead. The
+		// likeliest cause is a stage set in two places, one that Apply does not edit.
+		msg := err.Error()
+		for at, p := range origin {
+			msg = strings.ReplaceAll(msg, at, p)
+		}
+		return nil, fmt.Errorf("the edited policy does not load: %s\n(is a stage set somewhere else too, by a pattern such as rules: [_]: stage or by an embedding? rollout edits a stage written in the rule, or in its domain's defaults, only)", msg)
 	}
 	revision.Positions(head, func(p policy.Pos) policy.Pos {
 		if o, ok := origin[p.File]; ok {

@@ -176,3 +176,51 @@ domains: shop: {
 		}
 	}
 }
+
+// TestPrepareStageFromPattern: a stage that a CUE pattern sets besides the rule's own (rules:
+// [_]: stage) conflicts with the edit. Prepare says so with the policy's own files, not the
+// temporary copies it loads, and does not call it a bug.
+func TestPrepareStageFromPattern(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"a.cue": `package p
+
+domains: d: {
+	sources: tenant: {kind: "header", header: "x-tenant"}
+	rules: r1: {
+		match: [{key: "tenant"}]
+		limits: [{requests: 10, window: "1s"}]
+	}
+}
+`,
+		"b.cue": `package p
+
+domains: d: rules: [_]: stage: {name: "shadow", since: "2025-01-01"}
+`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := schema.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ReadFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Prepare(m, files, []Edit{{Domain: "d", Rule: "r1", To: policy.StageSoft, Since: "2025-02-01"}})
+	if err == nil {
+		t.Fatal("an edit conflicting with a pattern's stage loaded")
+	}
+	msg := err.Error()
+	for _, want := range []string{filepath.Join(dir, "b.cue"), "a pattern such as rules: [_]: stage"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "rlctl-rollout-") || strings.Contains(msg, "a bug") {
+		t.Errorf("error names the temporary copies, or calls it a bug:\n%s", msg)
+	}
+}
