@@ -459,6 +459,38 @@ func isPolicyFile(dir, p string) bool {
 
 // verbOf returns the rollout command named by a commit message that Propose wrote ("Edited by
 // rlctl rollout VERB ..."), or "".
+// Withdraw closes the open pull request on the rule's branch (rlctl rollout abort of a rule
+// that is in shadow already, whose promotion is still open: merged, it would have advanced the
+// rule), with a comment that says why. It returns the pull request closed, or nil when none was
+// open. The branch is left as it is.
+func (g *GitHub) Withdraw(ctx context.Context, branch, comment string) (*PullRequest, error) {
+	repo, _, err := g.c.Repositories.Get(ctx, g.owner, g.repo)
+	if err != nil {
+		return nil, g.explain(err)
+	}
+	owner := repo.GetOwner().GetLogin()
+	if owner == "" {
+		owner = g.owner
+	}
+	open, _, err := g.c.PullRequests.List(ctx, g.owner, g.repo, &github.PullRequestListOptions{
+		State: "open", Head: owner + ":" + branch, Base: repo.GetDefaultBranch(),
+	})
+	if err != nil {
+		return nil, g.explain(err)
+	}
+	if len(open) == 0 {
+		return nil, nil
+	}
+	p := open[0]
+	if _, _, err := g.c.Issues.CreateComment(ctx, g.owner, g.repo, p.GetNumber(), &github.IssueComment{Body: github.String(comment)}); err != nil {
+		return nil, g.explain(err)
+	}
+	if p, _, err = g.c.PullRequests.Edit(ctx, g.owner, g.repo, p.GetNumber(), &github.PullRequest{State: github.String("closed")}); err != nil {
+		return nil, g.explain(err)
+	}
+	return &PullRequest{Number: p.GetNumber(), URL: p.GetHTMLURL(), Branch: branch, Base: repo.GetDefaultBranch()}, nil
+}
+
 // verbRank orders the rollout verbs by what an open pull request of one must not lose to
 // another: an abort (back to shadow) over a pause, a pause over a promotion or a resume. A
 // change replaces an open pull request of its own rank or a lower one.

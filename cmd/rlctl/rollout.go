@@ -371,7 +371,7 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 	if err != nil {
 		return usageErrorf("%s%w", prefix, err)
 	}
-	var edits []ruleEdit
+	var edits, withdraw []ruleEdit
 	for _, a := range args {
 		d, r, err := rollout.Resolve(m, a)
 		if err != nil {
@@ -401,6 +401,12 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 			e.what = fmt.Sprintf("%s → %s", from, next)
 		case "abort":
 			if from == policy.StageShadow {
+				if rf.pr && !rf.dryRun {
+					// In shadow on the default branch, but a promotion may be open:
+					// merged, it would advance the rule. The abort closes it.
+					withdraw = append(withdraw, e)
+					continue
+				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "rlctl rollout abort: %s/%s is in shadow already\n", d.Name, r.Name)
 				continue
 			}
@@ -427,6 +433,11 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 			e.what = fmt.Sprintf("resumed in %s", from)
 		}
 		edits = append(edits, e)
+	}
+	if len(withdraw) > 0 {
+		if err := rolloutWithdraw(cmd, rf, withdraw, since); err != nil {
+			return err
+		}
 	}
 	if len(edits) == 0 {
 		return nil
@@ -530,6 +541,29 @@ func writeChanges(w io.Writer, cs []diff.Change, format string) error {
 }
 
 // rolloutPullRequests proposes each edit as its own pull request.
+// rolloutWithdraw closes the open pull request, if any, of each rule that abort found in shadow
+// already: its promotion, which merged would have advanced it.
+func rolloutWithdraw(cmd *cobra.Command, rf *rolloutFlags, rules []ruleEdit, day string) error {
+	gh, err := rf.github()
+	if err != nil {
+		return usageErrorf("rollout: --pr: %w", err)
+	}
+	for _, e := range rules {
+		name := e.d.Name + "/" + e.r.Name
+		comment := fmt.Sprintf("Closed by `rlctl rollout abort` on %s: %s stays in shadow.", day, name)
+		pr, err := gh.Withdraw(cmd.Context(), rollout.Branch(e.d.Name, e.r.Name), comment)
+		if err != nil {
+			return usageErrorf("rollout: --pr: %s: %w", name, err)
+		}
+		if pr == nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "rlctl rollout abort: %s is in shadow already, and no pull request of it is open\n", name)
+			continue
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: in shadow already: pull request #%d closed (%s)\n", name, pr.Number, pr.URL)
+	}
+	return nil
+}
+
 func rolloutPullRequests(cmd *cobra.Command, rf *rolloutFlags, m *policy.Model, files rollout.Files, edits []ruleEdit, st *rollout.Status, format string) error {
 	var gh *rollout.GitHub
 	if !rf.dryRun {

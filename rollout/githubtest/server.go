@@ -447,13 +447,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		pr := s.pulls[n-1]
-		var req struct{ Title, Body *string }
+		var req struct{ Title, Body, State *string }
 		_ = json.Unmarshal(body, &req)
 		if req.Title != nil {
 			pr.Title = *req.Title
 		}
 		if req.Body != nil {
 			pr.Body = *req.Body
+		}
+		if req.State != nil {
+			pr.State = *req.State
 		}
 		writeJSON(w, 200, s.pullJSON(pr))
 	case strings.HasPrefix(p, "/issues/comments/"):
