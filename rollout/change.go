@@ -48,7 +48,23 @@ func Resolve(m *policy.Model, arg string) (*policy.Domain, *policy.Rule, error) 
 
 // Branch is the pull-request branch of one rule: the same on every run, so that a re-run
 // updates its pull request.
-func Branch(domain, rule string) string { return "rlctl/rollout/" + domain + "/" + rule }
+func Branch(domain, rule string) string {
+	return "rlctl/rollout/" + refComponent(domain) + "/" + refComponent(rule)
+}
+
+// refComponent makes a domain or rule name a valid component of a Git ref name. Names hold
+// letters, digits, "_", "." and "-", and start with a letter or "_", so what Git refuses of them
+// is "..", and a component ending in "." or ".lock": "a..b" becomes "a.-.b", "x.lock" "x.lock-".
+// Every other name stays as it is, and so do the branches of pull requests already open.
+func refComponent(name string) string {
+	for strings.Contains(name, "..") {
+		name = strings.ReplaceAll(name, "..", ".-.")
+	}
+	if strings.HasSuffix(name, ".") || strings.HasSuffix(name, ".lock") {
+		name += "-"
+	}
+	return name
+}
 
 // Edited is a policy after edits: the files that changed and the model they load as.
 type Edited struct {

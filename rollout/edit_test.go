@@ -3,6 +3,7 @@ package rollout
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -222,5 +223,26 @@ domains: d: rules: [_]: stage: {name: "shadow", since: "2025-01-01"}
 	}
 	if strings.Contains(msg, "rlctl-rollout-") || strings.Contains(msg, "a bug") {
 		t.Errorf("error names the temporary copies, or calls it a bug:\n%s", msg)
+	}
+}
+
+// TestBranchIsARef: rule names may hold what a Git ref may not ("..", a trailing "." or
+// ".lock"); the branch is made valid, and other names are left as they are.
+func TestBranchIsARef(t *testing.T) {
+	for _, tc := range []struct{ rule, want string }{
+		{"developer_pro", "rlctl/rollout/d/developer_pro"},
+		{"v1.2", "rlctl/rollout/d/v1.2"},
+		{"a..b", "rlctl/rollout/d/a.-.b"},
+		{"a...b", "rlctl/rollout/d/a.-.-.b"},
+		{"cfg.lock", "rlctl/rollout/d/cfg.lock-"},
+		{"end.", "rlctl/rollout/d/end.-"},
+	} {
+		got := Branch("d", tc.rule)
+		if got != tc.want {
+			t.Errorf("Branch(d, %q) = %q, want %q", tc.rule, got, tc.want)
+		}
+		if out, err := exec.Command("git", "check-ref-format", "refs/heads/"+got).CombinedOutput(); err != nil {
+			t.Errorf("git check-ref-format refs/heads/%s: %v %s", got, err, out)
+		}
 	}
 }
