@@ -68,9 +68,9 @@ GITHUB_TOKEN; the repository is --repo OWNER/NAME, else GITHUB_REPOSITORY, else 
 origin remote of the policy directory's repository; --github-url serves GitHub
 Enterprise Server.
 
-Exit codes: 0 done, 1 a gate blocks a rule promote was asked to promote, 3 usage or tool
-error (a bad flag, a policy that does not load, a GitHub error: a bad token, a missing
-repository, a rate limit).`
+Exit codes: 0 done, 1 a gate blocks a rule promote was asked to promote, or the policy does not
+load (its problems printed as lint prints them), 3 usage or tool error (a bad flag, a GitHub
+error: a bad token, a missing repository, a rate limit).`
 
 const rolloutStatusLong = `Show each rule's stage, its since and days in stage, the next stage, and each
 gate's state: pass, blocked (with the reason) or not evaluated (with the reason).
@@ -80,7 +80,8 @@ gate's state: pass, blocked (with the reason) or not evaluated (with the reason)
 "gates": [{"name", "state", "reason", "value", "limit"}], "ready"}]}; state is pass,
 blocked or not_evaluated, value and limit are shares (0.005 is 0.5%).
 
-Exit codes: 0 shown (whatever the gates say), 3 usage or tool error.`
+Exit codes: 0 shown (whatever the gates say), 1 the policy does not load, 3 usage or tool
+error.`
 
 const rolloutPlanLong = `Say what would be promoted today and why, or why not: every rule that has a next
 stage, promoted when all its gates pass (a held rule never is), with the gates that
@@ -90,7 +91,8 @@ passed or the ones that block.
 "rule", "from", "to", "promote", "why": [...]}], "enforced"}; enforced counts the
 rules already at the last stage.
 
-Exit codes: 0 planned (whatever it promotes), 3 usage or tool error.`
+Exit codes: 0 planned (whatever it promotes), 1 the policy does not load, 3 usage or tool
+error.`
 
 const rolloutPromoteLong = `Advance each RULE one stage, in the policy files: the stage's name becomes the next
 stage and its since --date (default --today). --to STAGE says which stage is
@@ -295,7 +297,9 @@ func rolloutReport(cmd *cobra.Command, rf *rolloutFlags, args []string, plan boo
 	}
 	m, err := schema.Load(dir)
 	if err != nil {
-		return usageErrorf("rollout %s: loading %s: %w", name, dir, err)
+		// A policy that does not load is a finding (exit 1), its problems as lint prints
+		// them; a directory that cannot be read is a usage error (exit 3).
+		return loadError(cmd.ErrOrStderr(), "rollout "+name, err)
 	}
 	cfg, err := rf.gateConfig(cmd, m)
 	if err != nil {
@@ -365,7 +369,7 @@ func rolloutEdit(cmd *cobra.Command, rf *rolloutFlags, verb string, args []strin
 	}
 	m, err := schema.Load(rf.policies)
 	if err != nil {
-		return usageErrorf("%sloading %s: %w", prefix, rf.policies, err)
+		return loadError(cmd.ErrOrStderr(), "rollout "+verb, err)
 	}
 	files, err := rollout.ReadFiles(rf.policies)
 	if err != nil {
