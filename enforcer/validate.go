@@ -9,13 +9,15 @@ import (
 )
 
 // Size caps of a ShouldRateLimit request. A request over one is rejected with InvalidArgument:
-// the caps bound the memory and key length an untrusted caller can make the enforcer use.
+// the caps bound the memory and key length the gateway's configuration can make the enforcer
+// use. A descriptor's value has none: the client chooses it (a header's value), and a refused
+// call is one Envoy's fail-open filter admits whole, with every other descriptor of it
+// unchecked. A value longer than engine.MaxKeyValueLen is held in its store key as a digest.
 const (
 	MaxDomainLen   = 256
 	MaxDescriptors = 64
 	MaxEntries     = 16
 	MaxKeyLen      = 256
-	MaxValueLen    = 1024
 	// MaxHits caps hits_addend, on the request and on a descriptor.
 	MaxHits = 1_000_000_000
 )
@@ -84,8 +86,6 @@ func validateRequest(req *rlsv3.RateLimitRequest) *invalid {
 				return invalidf(reasonEmptyKey, "descriptor %d entry %d has an empty key", i, j)
 			case len(e.Key) > MaxKeyLen:
 				return invalidf(reasonTooLarge, "descriptor %d entry %d: key is %d bytes, over the cap of %d", i, j, len(e.Key), MaxKeyLen)
-			case len(e.Value) > MaxValueLen:
-				return invalidf(reasonTooLarge, "descriptor %d entry %d (%.64s): value is %d bytes, over the cap of %d", i, j, e.Key, len(e.Value), MaxValueLen)
 			}
 		}
 	}

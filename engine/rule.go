@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -252,13 +254,30 @@ func appendRuleEntries(dst []byte, r *policy.Rule, entries []policy.Entry, match
 		} else {
 			dst = AppendKeyPart(dst, e.Key)
 		}
-		dst = AppendKeyPart(dst, e.Value)
+		dst = appendValuePart(dst, e.Value)
 	}
 	if shard >= 0 {
 		dst = AppendKeyPart(dst, "shard")
 		dst = strconv.AppendInt(append(dst, ':'), int64(shard), 10)
 	}
 	return dst
+}
+
+// MaxKeyValueLen is the longest descriptor value a store key holds as it is. A longer one (a
+// header a client chose) is held as its SHA-256, "%sha256-<hex>": a key stays short whatever the
+// request, and no value escaped as AppendKey escapes reads so ('%' always escapes to "%25").
+// Refusing the call instead turned limiting off: Envoy's fail-open filter admits a request whose
+// call fails, with every other descriptor of it.
+const MaxKeyValueLen = 1024
+
+// appendValuePart appends a descriptor value's part of a key: AppendKeyPart, or the value's
+// digest when it is longer than MaxKeyValueLen.
+func appendValuePart(dst []byte, v string) []byte {
+	if len(v) <= MaxKeyValueLen {
+		return AppendKeyPart(dst, v)
+	}
+	sum := sha256.Sum256([]byte(v))
+	return hex.AppendEncode(append(dst, ":%sha256-"...), sum[:])
 }
 
 // AppendKeyPart appends one more part to a key that AppendKey or AppendRuleKey built: ':' and

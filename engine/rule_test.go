@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -115,6 +117,31 @@ func TestAppendRuleKey(t *testing.T) {
 	ents := []policy.Entry{{Key: "tenant", Value: "big"}, {Key: "ip", Value: "10.0.0.7"}}
 	if n := testing.AllocsPerRun(100, func() { buf = AppendRuleKey(buf[:0], "edge", sharded, ents) }); n != 0 {
 		t.Errorf("AppendRuleKey allocates %v times", n)
+	}
+}
+
+// TestLongValueKey: a value past MaxKeyValueLen is held in the key as its digest: the key stays
+// short, two long values keep two keys, and no value held as it is reads as a digest.
+func TestLongValueKey(t *testing.T) {
+	r := &policy.Rule{Name: "per-tenant", Match: []policy.Match{{Key: "tenant", Kind: policy.MatchAny}}}
+	key := func(v string) string {
+		return string(AppendRuleKey(nil, "edge", r, []policy.Entry{{Key: "tenant", Value: v}}))
+	}
+	edge := strings.Repeat("x", MaxKeyValueLen)
+	if got := key(edge); got != "rl:edge:per-tenant:tenant:"+edge {
+		t.Errorf("a value of MaxKeyValueLen bytes is not held as it is: %.60q...", got)
+	}
+	long, long2 := edge+"y", edge+"z"
+	sum := sha256.Sum256([]byte(long))
+	want := "rl:edge:per-tenant:tenant:%sha256-" + hex.EncodeToString(sum[:])
+	if got := key(long); got != want {
+		t.Errorf("long value: got %q, want %q", got, want)
+	}
+	if key(long) == key(long2) {
+		t.Error("two long values share a key")
+	}
+	if forged := key("%sha256-" + hex.EncodeToString(sum[:])); forged == want {
+		t.Error("a short value reads as a long one's digest")
 	}
 }
 
