@@ -133,7 +133,9 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			c.overPct = overPercent(view.over.add(kb.b, cost, e.clock.Now()), view.requests)
 			warned = c
 		}
-		if c.better(&choice) {
+		// A shadow rule only watches: its limit is no business of the client's, and its
+		// headers (r=0 for a limit nothing enforces) hid the enforced rule's.
+		if rs.mode != policy.ModeShadow && c.better(&choice) {
 			choice = c
 		}
 	}

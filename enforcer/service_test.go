@@ -116,11 +116,19 @@ func TestStatusesAndHeaders(t *testing.T) {
 			t.Errorf("header %s: got %q, want prefix %q", name, got, want)
 		}
 	}
-	// An OK answer describes the most restrictive descriptor too: one of the shadow rule's 3
+	// An OK answer describes the most restrictive descriptor too: one of the soft rule's 3
 	// tokens a minute is spent, and it is back in 20 s.
-	resp = in.ask(t, "edge", []string{"stage=big", "user=u3"}, []string{"stage=shadow", "user=u3"})
-	if got, want := header(resp, HeaderRateLimit), `"shadow";r=2;t=20`; got != want {
+	resp = in.ask(t, "edge", []string{"stage=big", "user=u3"}, []string{"stage=soft", "user=u3"})
+	if got, want := header(resp, HeaderRateLimit), `"soft";r=2;t=20`; got != want {
 		t.Errorf("RateLimit: got %q, want %q", got, want)
+	}
+	// A shadow rule's are not the client's business: exhausted, it described the call (r=0)
+	// and hid the enforced rule it was beside.
+	for range 4 {
+		resp = in.ask(t, "edge", []string{"stage=big", "user=u4"}, []string{"stage=shadow", "user=u4"})
+	}
+	if got := header(resp, HeaderPolicy); !strings.HasPrefix(got, `"big";`) {
+		t.Errorf("RateLimit-Policy beside an exhausted shadow rule: got %q, want the enforced rule big's", got)
 	}
 	if got := header(resp, HeaderRetryAfter); got != "" {
 		t.Errorf("Retry-After on OK: got %q, want none", got)
