@@ -41,10 +41,10 @@ type guardedStore struct {
 
 	lastErr atomic.Pointer[string] // lastFailure
 
-	granted, denied, failed, timedOut, late, open prometheus.Counter
-	returned, returnFailed                        prometheus.Counter
-	takeLatency, returnLatency                    prometheus.Observer
-	leaseSize                                     prometheus.Observer
+	granted, denied, failed, timedOut, late, open, canceled prometheus.Counter
+	returned, returnFailed                                  prometheus.Counter
+	takeLatency, returnLatency                              prometheus.Observer
+	leaseSize                                               prometheus.Observer
 }
 
 func newGuardedStore(inner engine.Store, timeout time.Duration, detach bool, br *breaker, clock engine.Clock, o *order, j *journal.Writer, mx *metrics) *guardedStore {
@@ -56,6 +56,7 @@ func newGuardedStore(inner engine.Store, timeout time.Duration, detach bool, br 
 		timedOut:      mx.storeCalls.WithLabelValues("take", "timeout"),
 		late:          mx.storeCalls.WithLabelValues("take", "late"),
 		open:          mx.storeCalls.WithLabelValues("take", "circuit_open"),
+		canceled:      mx.storeCalls.WithLabelValues("take", "canceled"),
 		returned:      mx.storeCalls.WithLabelValues("return", "ok"),
 		returnFailed:  mx.storeCalls.WithLabelValues("return", "error"),
 		takeLatency:   mx.storeLatency.WithLabelValues("take"),
@@ -86,10 +87,18 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 	} else {
 		res, err = g.inner.Take(ctx, r)
 		g.takeLatency.Observe(time.Since(start).Seconds())
-		g.record(tk, err)
+		if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+			// The caller hung up: that says nothing of the store. Counted as a failure,
+			// clients resetting their requests could open the breaker.
+			g.breaker.Release(tk)
+		} else {
+			g.record(tk, err)
+		}
 	}
 	took := time.Since(start) // the request's wait, which the journal keeps
 	switch {
+	case err != nil && errors.Is(ctx.Err(), context.Canceled):
+		g.canceled.Inc()
 	case errors.Is(err, ErrStoreTimeout) || errors.Is(err, context.DeadlineExceeded):
 		g.timedOut.Inc()
 	case err != nil:

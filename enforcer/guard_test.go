@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/redistest"
 )
 
 // stubStore answers every Take after delay with res and err, and counts the tokens given back.
@@ -297,5 +301,44 @@ func TestGuardedStoreReturnsPastCallersDeadline(t *testing.T) {
 	}
 	if got := br.State(); got != BreakerOpen {
 		t.Errorf("breaker after 3 returns that timed out on their own: got %v, want open", got)
+	}
+}
+
+// TestClientCancelIsNoStoreFailure: calls whose client hangs up (Envoy cancels its call when its
+// own client resets the stream) while the store is slow, on fresh keys of a fail-open and a
+// fail-closed rule. They were counted as store errors, as a bypass and as a fail-closed denial,
+// an outage to the alerts; they are calls the client cancelled, and nothing else.
+func TestClientCancelIsNoStoreFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	in := spawn(t, testModel(), func(c *Config) {
+		c.Store, c.RedisURL = "redis", "redis://"+srv.Addr()
+		c.StoreTimeout = 2 * time.Second
+	})
+	in.ask(t, "edge", []string{"stage=open", "user=warm"}) // the connection is up
+	srv.Pause()
+	for i, rule := range []string{"open", "enforce", "open", "enforce"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		hangUp := time.AfterFunc(30*time.Millisecond, cancel)
+		_, err := in.client.ShouldRateLimit(ctx, request("edge", []string{"stage=" + rule, "user=c" + strconv.Itoa(i)}))
+		hangUp.Stop()
+		cancel()
+		if status.Code(err) != codes.Canceled {
+			t.Fatalf("call %d: %v, want the client's cancellation", i, err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the server sees each cancellation
+	srv.Resume()
+	for name, want := range map[string]float64{
+		`rate_limit_store_calls_total{op="take",result="error"}`:                           0,
+		`rate_limit_bypassed_total{domain="edge",reason="store_error",rule="open"}`:        0,
+		`rate_limit_requests_total{decision="failed_closed",domain="edge",rule="enforce"}`: 0,
+		`rate_limit_breaker_transitions_total{to="open"}`:                                  0,
+	} {
+		if got := in.metric(t, name); got != want {
+			t.Errorf("%s: got %v, want %v", name, got, want)
+		}
+	}
+	if got := in.metric(t, `rate_limit_store_calls_total{op="take",result="canceled"}`); got < 1 {
+		t.Errorf("canceled takes: got %v, want at least 1", got)
 	}
 }

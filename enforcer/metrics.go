@@ -74,9 +74,9 @@ func newMetrics(journalDropped, inflight func() float64) *metrics {
 	}, []string{"reason", "domain", "rule"})
 	m.storeCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rate_limit_store_calls_total",
-		Help: "Store calls by op and result: take granted, denied, error, timeout or circuit_open, and late, the timeouts " +
-			"whose reply came after the request stopped waiting (counted in timeout too: a sum over result counts them twice); " +
-			"return ok or error.",
+		Help: "Store calls by op and result: take granted, denied, error, timeout, circuit_open or canceled (the caller hung up " +
+			"first: no failure of the store), and late, the timeouts whose reply came after the request stopped waiting (counted in " +
+			"timeout too: a sum over result counts them twice); return ok or error.",
 	}, []string{"op", "result"})
 	m.storeLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "rate_limit_store_call_seconds",

@@ -16,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/journal"
@@ -95,6 +96,12 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 		kb.b = rs.appendKey(kb.b[:0], ents[:len(d.Entries)], d.Limit)
 		v, unavailable := e.decide(ctx, rs, kb.b, limits, cost, seq, i, req.Domain, cfg.gen, d.Limit)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// The caller hung up (Envoy cancels the call when its client resets the stream):
+			// no answer is wanted, and its verdict counts nothing. A store call it cut short
+			// read as the store's failure: a bypass, or a fail-closed denial, and an alert.
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 
 		view := views[0]
 		if v.Limiting > 0 && v.Limiting < len(views) {
@@ -197,7 +204,7 @@ func (e *Enforcer) decide(ctx context.Context, rs *ruleState, kb []byte, limits 
 		e.journalDecision(now, seq, i, domain, gen, rs, key, cost, v, override)
 		e.order.unlock(stripe)
 	}
-	if err == nil || errors.Is(err, engine.ErrBadRequest) {
+	if err == nil || errors.Is(err, engine.ErrBadRequest) || errors.Is(ctx.Err(), context.Canceled) {
 		return v, false
 	}
 	e.log.Debug("store unavailable", "error", err)
