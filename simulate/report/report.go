@@ -331,6 +331,9 @@ func Warnings(r *Report) []string {
 	if r.NATUntracked > 0 {
 		ws = append(ws, fmt.Sprintf("The shared-NAT check reached its bound on addresses; %d sightings of users behind further addresses were not counted, so NAT collateral may be low.", r.NATUntracked))
 	}
+	if r.Requests > 0 && r.Totals.Matched == 0 {
+		ws = append(ws, "No request matched any rule, so every figure is of no rule's traffic (and a --fail-if passes on nothing): check that the log holds the headers, paths and addresses the rules' sources read, and give --field NAME=KEY where its keys differ.")
+	}
 	if r.Requests > 0 && r.Totals.RequestsWithUser == 0 {
 		ws = append(ws, "No request carried a user (a JWT subject or a TLS fingerprint), so shared-NAT collateral cannot be seen in this log.")
 	}

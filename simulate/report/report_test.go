@@ -160,6 +160,12 @@ func TestWarningsInEveryFormat(t *testing.T) {
 			}
 		}
 	}
+	// A log in which no request matched a rule says so: every --fail-if passed on nothing.
+	none := sample(1)
+	none.Totals.Matched, none.Totals.RequestsWithUser = 0, 900
+	if ws := Warnings(none); len(ws) != 1 || !strings.HasPrefix(ws[0], "No request matched any rule") {
+		t.Errorf("no request matched: warnings %q, want the one saying so", ws)
+	}
 	// With users seen, and nothing missing or late, there is nothing to warn of.
 	r.AssignMissing, r.Reordered, r.Totals.RequestsWithUser = 0, 0, 900
 	for _, format := range []string{"markdown", "html"} {
