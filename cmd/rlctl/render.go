@@ -28,7 +28,8 @@ Targets (--target) and their output formats (-o, the default first):
 %s
 A target that writes one file prints it to stdout, or writes it atomically to
 FILE with --out FILE. A target that writes several files (one per domain) takes
---out DIR and writes each file into DIR; without --out it prints them to stdout as
+--out DIR and writes each file into DIR (a name ending in .yaml, .yml or .json that
+is not a directory is refused); without --out it prints them to stdout as
 one multi-document YAML stream, each document headed by "---" and a
 "# file: NAME" comment. The same policy always gives byte-identical output.
 
@@ -198,6 +199,11 @@ func writeRendered(stdout io.Writer, multiFile bool, out string, files []render.
 			return usageErrorf("render: %w", err)
 		}
 	case multiFile:
+		// A name like a file's (erl.yaml) that is no directory yet is a file meant: made a
+		// directory, the files went where nobody looked.
+		if ext := filepath.Ext(out); (ext == ".yaml" || ext == ".yml" || ext == ".json") && !isDir(out) {
+			return usageErrorf("render: --out %s: this target writes a file per domain (or several): give a directory, or leave --out out to print them", out)
+		}
 		if err := render.WriteDir(out, files); err != nil {
 			return usageErrorf("render: --out %w", err)
 		}
@@ -207,6 +213,12 @@ func writeRendered(stdout io.Writer, multiFile bool, out string, files []render.
 		}
 	}
 	return nil
+}
+
+// isDir reports whether path is a directory now.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 func contains(list []string, s string) bool {
