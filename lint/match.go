@@ -144,3 +144,19 @@ func checkPathWithQuery(d *policy.Domain, r *policy.Rule, e *emitter) {
 		}
 	}
 }
+
+// checkLiteralPattern reports a match value that reads as a pattern but is matched as it is
+// (RL030): a '*' before its end (only a trailing '*' is a wildcard, a prefix), or a '|' (there is
+// no alternation). "big*co" selects the one value "big*co", not "bigfooco".
+func checkLiteralPattern(d *policy.Domain, r *policy.Rule, e *emitter) {
+	for _, m := range r.Match {
+		body := strings.TrimSuffix(m.Value, "*")
+		switch {
+		case m.Kind == policy.MatchAny:
+		case strings.Contains(body, "*"):
+			e.at(m.Pos, r, "match %s holds '*' before its end, which is matched as it is: only a trailing * is a wildcard (a prefix); use one rule per value, or a prefix", m)
+		case strings.Contains(m.Value, "|"):
+			e.at(m.Pos, r, "match %s holds '|', which is matched as it is: there is no alternation; use one rule per value", m)
+		}
+	}
+}

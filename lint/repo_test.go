@@ -55,6 +55,7 @@ func TestBadRepos(t *testing.T) {
 		"RL027-path-with-query":       "RL027",
 		"RL028-shard-rounding":        "RL028",
 		"RL029-empty-domain":          "RL029",
+		"RL030-literal-pattern":       "RL030",
 	}
 	dirs, err := os.ReadDir("testdata/bad")
 	if err != nil {

@@ -398,4 +398,19 @@ Example:
     domains: edge: gateway: rls_timeout: "20ms"          // RL029: no rules
     domains: egde: rules: users: {...}                   // the rules, under a misspelt name`,
 	}, checkEmptyDomain},
+	{finding.Rule{
+		ID: "RL030", Name: "literal-pattern", Severity: finding.Warning,
+		Summary: "A match value reads as a pattern but is matched as it is: a '*' before its end, or a '|'.",
+		Help: `Only a trailing * makes a match value a wildcard: "big*" is every value that starts with
+"big". A * anywhere else, and a |, are characters like any other: "big*co" selects the one value
+"big*co" (not "bigfooco"), and "bigco|megacorp" the one value with the bar in it. Such a rule
+almost never matches, and what it was meant to limit goes to another rule, or none.
+
+Fix: one rule per value, or a prefix.
+
+Example:
+
+    match: [{key: "tenant", value: "bigco|megacorp"}]     // RL030
+    match: [{key: "tenant", value: "bigco"}]              // fixed, and a second rule for megacorp`,
+	}, perRule(checkLiteralPattern)},
 }
