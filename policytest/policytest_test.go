@@ -324,3 +324,15 @@ func TestDurationForms(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckHintsAtStage: a test that wants ok from a rule in shadow, over its limit, is told
+// that decision is the engine's verdict and code the answer after the stage.
+func TestCheckHintsAtStage(t *testing.T) {
+	msg := check(outcome{decision: "over_limit", code: "ok", rules: []string{"login"}}, Expect{Decision: "ok"}, true)
+	if !strings.Contains(msg, `expect code: "ok"`) {
+		t.Errorf("message %q: want the hint at code", msg)
+	}
+	if msg := check(outcome{decision: "over_limit", code: "over_limit", rules: []string{"login"}}, Expect{Decision: "ok"}, true); strings.Contains(msg, "expect code") {
+		t.Errorf("message %q: an enforcing rule's denial hints at code", msg)
+	}
+}

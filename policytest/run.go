@@ -369,7 +369,12 @@ func check(got outcome, want Expect, last bool) string {
 		decision, code, whose = got.ruleDecision, got.ruleCode, " of rule "+want.Rule
 	}
 	if decision != want.Decision {
-		return fmt.Sprintf("decision%s: got %s, want %s (%s)", whose, decision, want.Decision, ctx())
+		hint := ""
+		if decision == "over_limit" && code == "ok" && want.Decision == "ok" {
+			// The commonest surprise: a rule in shadow or soft over its limit.
+			hint = `; decision is the engine's verdict at any stage, and a rule in shadow or soft answers ok: to test the answer, expect code: "ok"`
+		}
+		return fmt.Sprintf("decision%s: got %s, want %s (%s%s)", whose, decision, want.Decision, ctx(), hint)
 	}
 	if want.Code != "" && code != want.Code {
 		return fmt.Sprintf("code after stage%s: got %s, want %s (%s)", whose, code, want.Code, ctx())
