@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/finding"
 	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
 	"github.com/rlctl/rlctl/simulate"
 )
 
@@ -204,6 +206,12 @@ func Run(files []*File, load Loader) (*Result, error) {
 					Message: fmt.Sprintf("test %q: %v", t.Name, err)})
 				continue
 			}
+			if bad := unknownRules(d, t); len(bad) > 0 {
+				// A misspelt rule read as a failure of the policy ("got none of ...").
+				res.Errors += len(bad)
+				res.Findings = append(res.Findings, bad...)
+				continue
+			}
 			fs, err := runTest(d, t)
 			if err != nil {
 				return nil, err
@@ -259,6 +267,28 @@ func runTest(d *policy.Domain, t Test) ([]finding.Finding, error) {
 		}
 	}
 	return out, nil
+}
+
+// unknownRules reports t's expectations that name a rule domain d does not have, each at its
+// request, with the names it may have meant.
+func unknownRules(d *policy.Domain, t Test) []finding.Finding {
+	var names []string
+	for _, r := range d.Rules {
+		names = append(names, r.Name)
+	}
+	var out []finding.Finding
+	for i, r := range t.Requests {
+		name := r.Expect.Rule
+		if name == "" || slices.Contains(names, name) {
+			continue
+		}
+		msg := fmt.Sprintf("test %q: request %d: expect.rule %q: domain %s has no such rule", t.Name, i+1, name, d.Name)
+		if near := schema.Nearest(name, names); len(near) > 0 {
+			msg += fmt.Sprintf(" (did you mean %q?)", near[0])
+		}
+		out = append(out, finding.Finding{ID: FileID, Severity: finding.Error, Pos: r.Pos, Domain: d.Name, Message: msg})
+	}
+	return out
 }
 
 func pickDomain(m *policy.Model, name string) (*policy.Domain, error) {

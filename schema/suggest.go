@@ -8,6 +8,10 @@ import (
 	"cuelang.org/go/cue"
 )
 
+// Nearest is nearest, for other packages' messages: the likely misspellings of s among
+// candidates (a rule name in a test's expectation, say).
+func Nearest(s string, candidates []string) []string { return nearest(s, candidates) }
+
 // nearest returns the candidates closest to s by edit distance (insertions, deletions,
 // substitutions and swaps of neighbours, ignoring case), when they are close enough to be a
 // likely misspelling: at most one edit for a name of up to four letters, and one more for each
