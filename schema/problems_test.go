@@ -123,6 +123,16 @@ func TestLoadProblems(t *testing.T) {
 			`field not allowed: did you mean "max"?`, "8:10", "domains.d.rules.r.lease.mxa", ""},
 		{"empty hold", rule(`stage: {name: "shadow", since: "2025-01-01", hold: ""}`),
 			"hold must not be empty", "8:54", "domains.d.rules.r.stage.hold", ""},
+		// Suggestions past the edit distance: at the top level, an abbreviation, the fields
+		// allowed in a small block, and envoyproxy/ratelimit's fields, written by habit.
+		{"misspelt top-level field", strings.Replace(rule(""), "domains: d: {", "domain: d: {", 1),
+			`field not allowed: did you mean "domains"?`, "3:1", "domain", ""},
+		{"abbreviated field", strings.Replace(rule(""), `{key: "tenant_id"}`, `{key: "tenant_id", val: "x"}`, 1),
+			`field not allowed: did you mean "value"?`, "6:30", "domains.d.rules.r.match.0.val", ""},
+		{"unknown field of a small block", strings.Replace(rule(""), `{key: "tenant_id"}`, `{key: "tenant_id", xyzzy: 1}`, 1),
+			`field not allowed (allowed here: key, value)`, "6:30", "domains.d.rules.r.match.0.xyzzy", ""},
+		{"envoyproxy/ratelimit's shadow_mode", rule(`shadow_mode: true`),
+			`field not allowed: a rule's stage says it: stage: "shadow"`, "8:3", "domains.d.rules.r.shadow_mode", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

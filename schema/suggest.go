@@ -75,26 +75,56 @@ func suggestFields(probs Problems, unified cue.Value) {
 			continue
 		}
 		labels := splitPath(p.Path)
-		if len(labels) < 2 {
+		if len(labels) == 0 {
 			continue
 		}
-		parent := unified.LookupPath(selectorPath(labels[:len(labels)-1]))
+		parent := unified // a field at the top level
+		if len(labels) > 1 {
+			parent = unified.LookupPath(selectorPath(labels[:len(labels)-1]))
+		}
 		it, err := parent.Fields(cue.Optional(true))
 		if err != nil {
 			continue
 		}
-		var names []string
+		name := labels[len(labels)-1]
+		var names []string // the fields the schema allows here: the unified value's, but the bad one
 		for it.Next() {
-			names = append(names, it.Selector().Unquoted())
+			if n := it.Selector().Unquoted(); n != name {
+				names = append(names, n)
+			}
 		}
-		if near := nearest(labels[len(labels)-1], names); len(near) > 0 {
+		near := nearest(name, names)
+		if len(near) == 0 && len(name) >= 3 {
+			// An abbreviation: val for value, algo for algorithm.
+			for _, n := range names {
+				if strings.HasPrefix(n, name) {
+					near = append(near, n)
+				}
+			}
+		}
+		switch {
+		case erlHints[name] != "":
+			probs[i].Message += ": " + erlHints[name]
+		case len(near) > 0:
 			q := make([]string, len(near))
 			for j, n := range near {
 				q[j] = strconv.Quote(n)
 			}
 			probs[i].Message += ": did you mean " + strings.Join(q, " or ") + "?"
+		case len(names) > 0 && len(names) <= 12:
+			probs[i].Message += " (allowed here: " + strings.Join(names, ", ") + ")"
 		}
 	}
+}
+
+// erlHints answer the fields of envoyproxy/ratelimit's configuration that its users write in a
+// policy by habit.
+var erlHints = map[string]string{
+	"requests_per_unit": `a limit is {requests: N, window: "1m"} here (rlctl import ratelimit converts a whole configuration)`,
+	"unit":              `a limit is {requests: N, window: "1m"} here: window takes any duration, such as "1s", "1m", "1h" or "1d"`,
+	"shadow_mode":       `a rule's stage says it: stage: "shadow" (or {name: "shadow", since: "YYYY-MM-DD"})`,
+	"descriptors":       `rules are named fields of the domain's rules, each with a match list: rules: NAME: {match: [{key: "k", value: "v"}], limits: [...]}`,
+	"rate_limit":        `a rule's limits are a list: limits: [{requests: N, window: "1m"}]`,
 }
 
 // splitPath splits a problem's path (policy.Path's form) into labels, unquoting quoted ones.
