@@ -65,6 +65,12 @@ func newServeXDSCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// SIGHUP loads the directory again, as the enforcer's reloads its snapshot (and
+			// systemd's ExecReload sends); it used to end the process. Caught from before the
+			// start, whose log line a supervisor may take as the cue to send it.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			c.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			srv, err := controlplane.Start(ctx, c)
 			var probs policy.Problems
@@ -74,11 +80,6 @@ func newServeXDSCmd() *cobra.Command {
 			case err != nil:
 				return usageErrorf("serve-xds: %w", err)
 			}
-			// SIGHUP loads the directory again, as the enforcer's reloads its snapshot (and
-			// systemd's ExecReload sends); it used to end the process.
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
 			for ctx.Err() == nil {
 				select {
 				case <-hup:
