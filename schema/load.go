@@ -364,6 +364,9 @@ func cueProblems(err error, user cue.Value, values valueIndex) Problems {
 		if msg, ok := emptyListMessage(format, args, path); ok {
 			pr.Message = msg
 		}
+		if msg, ok := typeMessage(format, args, path); ok {
+			pr.Message = msg
+		}
 		if msg, canary, ok := stageMessage(user, path); ok {
 			pr.Message = msg
 			if canary {
@@ -385,6 +388,54 @@ func cueProblems(err error, user cue.Value, values valueIndex) Problems {
 	}
 	probs.Sort()
 	return probs
+}
+
+// shapes show what a field of the schema holds, for typeMessage.
+var shapes = map[string]string{
+	"failure":        `failure: {mode: "closed", reason: "..."}`,
+	"match":          `match: [{key: "tenant"}, {key: "path", value: "/v1/orders"}]`,
+	"limits":         `limits: [{requests: 1000, window: "1m"}]`,
+	"critical_paths": `critical_paths: ["/v1/payments/*"]`,
+	"legit":          `legit: ["bigco"]`,
+	"waterfall":      `waterfall: [{tier: "api_key", header: "x-api-key"}, {tier: "subnet"}]`,
+	"sub_shards":     `sub_shards: {count: 8, attribute: "client_ip"}`,
+	"lease":          `lease: {max: 100}`,
+	"fallback":       `fallback: {requests: 50, window: "1s"}`,
+	"regions":        `regions: {"us-east": 60, "eu-central": 40}`,
+	"sources":        `sources: tenant: {kind: "header", header: "x-tenant-id"}`,
+	"rules":          `rules: per_tenant: {match: [{key: "tenant"}], limits: [{requests: 1000, window: "1m"}]}`,
+	"window":         `window: "1m" (a whole number and a unit: ms, s, m, h or d)`,
+	"store_timeout":  `store_timeout: "5ms"`,
+	"rls_timeout":    `rls_timeout: "20ms"`,
+	"ttl":            `ttl: "10s"`,
+	"lookahead":      `lookahead: "100ms"`,
+	"since":          `since: "2025-06-02"`,
+}
+
+// kindNames name CUE's kinds as a policy's author knows them.
+var kindNames = map[string]string{"struct": "a block {...}", "list": "a list [...]", "string": "a string", "int": "a number",
+	"number": "a number", "float": "a number", "bool": "true or false", "null": "null"}
+
+// typeMessage rewrites CUE's "conflicting values X and {schema...} (mismatched types string
+// and struct)", which prints the schema's own definition, as what the field holds and an example
+// of it: "failure is a block {...}, not a string: write failure: {mode: "closed", ...}".
+func typeMessage(format string, args []any, path []string) (string, bool) {
+	if !strings.Contains(format, "mismatched types") || len(args) < 4 || len(path) == 0 {
+		return "", false
+	}
+	got, want := kindNames[fmt.Sprint(args[2])], kindNames[fmt.Sprint(args[3])]
+	if got == "" || want == "" {
+		return "", false
+	}
+	field, entry := path[len(path)-1], ""
+	if _, err := strconv.Atoi(field); err == nil && len(path) > 1 {
+		field, entry = path[len(path)-2], "each entry of "
+	}
+	msg := fmt.Sprintf("%s%s is %s, not %s", entry, field, want, got)
+	if ex, ok := shapes[field]; ok {
+		msg += ": write " + ex
+	}
+	return msg, true
 }
 
 // emptyListMessage says what an empty list means where the schema wants at least one element
