@@ -54,27 +54,6 @@ func TestFailureModeHeader(t *testing.T) {
 	}
 }
 
-// TestShadowFailClosedOnOpenCall: a fail-closed rule at shadow goes on the envoy target's
-// fail-open filter (Rule.FilterMode), so the open call answers it and the closed call does not.
-// Matched by its own failure mode, the rule was answered by neither filter once render moved it.
-func TestShadowFailClosedOnOpenCall(t *testing.T) {
-	m := testModel()
-	m.Domains[0].Rules = append(m.Domains[0].Rules,
-		testRule("shadow-closed", 3, policy.Stage{Name: policy.StageShadow}, policy.FailClosed))
-	in := spawn(t, m, nil)
-	desc := []string{"stage=shadow-closed", "user=u1"}
-	for _, mode := range []string{"closed", "open"} {
-		ctx := metadata.AppendToOutgoingContext(context.Background(), policy.FailureModeHeader, mode)
-		if _, err := in.client.ShouldRateLimit(ctx, request("edge", desc)); err != nil {
-			t.Fatalf("ShouldRateLimit: %v", err)
-		}
-	}
-	metric := `rate_limit_requests_total{decision="ok",domain="edge",rule="shadow-closed"}`
-	if got := in.metric(t, metric); got != 1 {
-		t.Errorf("%s: got %v, want 1 (the open call's)", metric, got)
-	}
-}
-
 // TestFailedClosedCountedApart: with the store unreachable, a fail-closed rule's denials are
 // counted as decision="failed_closed", not as over its limit, at every stage: an enforce rule
 // still answers OVER_LIMIT, a shadow rule admits without a RateLimitShadowBlock event, and a

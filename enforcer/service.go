@@ -235,12 +235,12 @@ func (rs *ruleState) appendKey(dst []byte, ents []policy.Entry, override *common
 }
 
 // match returns the rule that descriptor d selects, or nil, writing its entries into ents: with
-// onlyOK, only a rule whose filter's failure mode is only (failureModeOf, Rule.FilterMode).
+// onlyOK, only a rule of failure mode only (failureModeOf).
 func (ds *domainState) match(d *commonv3.RateLimitDescriptor, ents *[MaxEntries]policy.Entry, only policy.FailureMode, onlyOK bool) *ruleState {
 	for j, en := range d.Entries {
 		ents[j] = policy.Entry{Key: en.Key, Value: en.Value}
 	}
-	if ri, ok := ds.d.LookupIndex(ents[:len(d.Entries)]); ok && (!onlyOK || ds.d.Rules[ri].FilterMode() == only) {
+	if ri, ok := ds.d.LookupIndex(ents[:len(d.Entries)]); ok && (!onlyOK || ds.d.Rules[ri].FailureMode == only) {
 		return ds.rules[ri]
 	}
 	return nil

@@ -375,20 +375,8 @@ func (d *Domain) Source(key string) *Source {
 	return nil
 }
 
-// FilterMode is the failure mode of the Envoy rate-limit filter that calls the enforcer for the
-// rule's descriptors (FailureModeHeader): its own, but open for a rule at shadow or soft, which
-// never rejects a request (the enforcer admits its requests when the store fails, too). On the
-// fail-closed filter, a fail-closed payments rule entering at shadow, as governance asks, would
-// have Envoy reject every payment while the sidecar is unreachable.
-func (r *Rule) FilterMode() FailureMode {
-	if r.Stage.Name == StageShadow || r.Stage.Name == StageSoft {
-		return FailOpen
-	}
-	return r.FailureMode
-}
-
 // FailureModeHeader is the gRPC metadata key by which a caller of the enforcer asks it to answer
-// only the descriptors of rules with one failure mode ("open" or "closed": Rule.FilterMode). Envoy's
+// only the descriptors of rules with one failure mode ("open" or "closed"). Envoy's
 // failure_mode_deny is a setting of a whole rate-limit filter, so `rlctl render --target envoy`
 // renders two filters, one per failure mode, each sending this key in its gRPC service's
 // initial_metadata. A descriptor can reach both filters (rules of both modes share a descriptor

@@ -118,7 +118,7 @@ func actionsFor(d *policy.Domain, findings *[]Finding) (*domainActions, error) {
 	byKeys := map[string]*shape{}
 	for _, mode := range []policy.FailureMode{policy.FailClosed, policy.FailOpen} {
 		for _, r := range d.Rules {
-			if r.FilterMode() != mode {
+			if r.FailureMode != mode {
 				continue
 			}
 			da.modes[mode] = true
@@ -135,13 +135,13 @@ func actionsFor(d *policy.Domain, findings *[]Finding) (*domainActions, error) {
 	}
 	openShapes := map[string][]*policy.Rule{}
 	for _, r := range d.Rules {
-		if r.FilterMode() != policy.FailClosed {
+		if r.FailureMode != policy.FailClosed {
 			sig := strings.Join(r.DescriptorKeys(), "\x00")
 			openShapes[sig] = append(openShapes[sig], r)
 		}
 	}
 	for _, s := range shapes {
-		mode := s.rules[0].FilterMode()
+		mode := s.rules[0].FailureMode
 		stage := StageOpen
 		if mode == policy.FailClosed {
 			stage = StageClosed
@@ -203,7 +203,7 @@ func (da *domainActions) checkLiterals(d *policy.Domain, findings *[]Finding) {
 	}
 	for _, r := range d.Rules {
 		for _, m := range r.Match {
-			if src := d.Source(m.Key); src != nil && src.Kind == policy.SourceHeader && r.FilterMode() == policy.FailClosed && strings.Contains(m.Value, "%") {
+			if src := d.Source(m.Key); src != nil && src.Kind == policy.SourceHeader && r.FailureMode == policy.FailClosed && strings.Contains(m.Value, "%") {
 				*findings = append(*findings, Finding{Severity: Approximation, Domain: d.Name, Rule: r.Name, Pos: m.Pos,
 					Message: fmt.Sprintf("match value %q contains '%%', which Envoy's descriptor formatter (enabled for the identity waterfall) would parse", m.Value)})
 			}

@@ -269,13 +269,13 @@ func compareRequest(d *policy.Domain, matcher *simulate.Matcher, filters []*hcmv
 		rule, found := d.Lookup(entries)
 		want[descString(entries)] = found
 		if found {
-			wantByMode[rule.FilterMode()] = append(wantByMode[rule.FilterMode()], descString(entries))
+			wantByMode[rule.FailureMode] = append(wantByMode[rule.FailureMode], descString(entries))
 		}
 	}
 	// The same, as simulate selects rules.
 	fromSim := map[policy.FailureMode][]string{}
 	for _, mt := range matcher.Match(mreq) {
-		fromSim[mt.Rule.FilterMode()] = append(fromSim[mt.Rule.FilterMode()], descString(mt.Entries))
+		fromSim[mt.Rule.FailureMode] = append(fromSim[mt.Rule.FailureMode], descString(mt.Entries))
 	}
 	got := map[string]bool{}
 	for _, f := range rlfs {
@@ -590,28 +590,5 @@ func TestUnguardedFailClosed(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[a/payments b/office]" {
 		t.Errorf("unguarded fail-closed rules reported: %v, want [a/payments b/office]", got)
-	}
-}
-
-// TestShadowFailClosedOnOpenFilter: fail-closed rules at shadow and soft reject nothing, so their
-// descriptors go to the fail-open filter. On the fail-closed one, Envoy rejected every request
-// they cover while the sidecar was unreachable, for rules meant only to watch.
-func TestShadowFailClosedOnOpenFilter(t *testing.T) {
-	m := loadModel(t, "testdata/envoy/shadow-closed")
-	var findings []Finding
-	da, err := actionsFor(m.Domains[0], &findings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(da.rateLimits) == 0 {
-		t.Fatal("no rate_limits rendered")
-	}
-	for _, rl := range da.rateLimits {
-		if rl.GetStage().GetValue() != StageOpen {
-			t.Errorf("rate_limits entry on stage %d, want the fail-open filter's %d: %v", rl.GetStage().GetValue(), StageOpen, rl)
-		}
-	}
-	if da.modes[policy.FailClosed] {
-		t.Error("a fail-closed filter is rendered for rules at shadow and soft")
 	}
 }
