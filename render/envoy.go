@@ -195,6 +195,15 @@ func (ed *envoyDomain) assumptions(forBootstrap bool) []Finding {
 	if len(ed.filters) > 0 && ed.filters[0].Name == FilterIdentity {
 		add("the %s filter must come first among these filters and after jwt_authn, and the HTTP connection manager must trust the client address as the model does (use_remote_address, xff_num_trusted_hops)", FilterIdentity)
 	}
+	// The filter of a rule is its failure mode's whatever its stage, so that a promotion needs
+	// only a new snapshot: the Envoy side never moves with a stage. So Envoy denies the requests
+	// of a fail-closed rule that only watches, while the sidecar is unreachable.
+	for _, r := range ed.d.Rules {
+		if r.FailureMode == policy.FailClosed && (r.Stage.Name == policy.StageShadow || r.Stage.Name == policy.StageSoft) {
+			out = append(out, Finding{Severity: Assumption, Domain: ed.d.Name, Rule: r.Name, Pos: r.PosOf(policy.SettingFailure),
+				Message: fmt.Sprintf("rule %s fails closed and is at %s: it is on the fail-closed filter, as at enforce (a promotion then needs only a new snapshot), so while the sidecar is unreachable Envoy denies its requests, though the rule only watches; fail it open until it enforces if that is not wanted", r.Name, r.Stage.Name)})
+		}
+	}
 	return out
 }
 

@@ -592,3 +592,22 @@ func TestUnguardedFailClosed(t *testing.T) {
 		t.Errorf("unguarded fail-closed rules reported: %v, want [a/payments b/office]", got)
 	}
 }
+
+// TestShadowFailClosedSaid: a fail-closed rule at shadow or soft stays on the fail-closed filter
+// (a promotion needs only a new snapshot), and render says that Envoy then denies its requests
+// while the sidecar is unreachable, though the rule only watches.
+func TestShadowFailClosedSaid(t *testing.T) {
+	res, err := envoyTarget.Render(loadModel(t, "testdata/envoy/shadow-closed"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range res.Findings {
+		if f.Severity == Assumption && strings.Contains(f.Message, "though the rule only watches") {
+			got = append(got, f.Rule)
+		}
+	}
+	if fmt.Sprint(got) != "[charge refund]" {
+		t.Errorf("fail-closed rules at shadow or soft reported: %v, want [charge refund]", got)
+	}
+}
