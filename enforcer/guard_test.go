@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
@@ -312,7 +313,7 @@ func TestClientCancelIsNoStoreFailure(t *testing.T) {
 	srv := redistest.Start(t)
 	in := spawn(t, testModel(), func(c *Config) {
 		c.Store, c.RedisURL = "redis", "redis://"+srv.Addr()
-		c.StoreTimeout = 2 * time.Second
+		c.StoreTimeout = 500 * time.Millisecond
 	})
 	in.ask(t, "edge", []string{"stage=open", "user=warm"}) // the connection is up
 	srv.Pause()
@@ -324,6 +325,20 @@ func TestClientCancelIsNoStoreFailure(t *testing.T) {
 		cancel()
 		if status.Code(err) != codes.Canceled {
 			t.Fatalf("call %d: %v, want the client's cancellation", i, err)
+		}
+	}
+	// Nor do cancelled calls spend a fail-open rule's fallback bucket (2 a minute): two of
+	// them spent it, and the next two real requests of the key were denied.
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		hangUp := time.AfterFunc(30*time.Millisecond, cancel)
+		_, _ = in.client.ShouldRateLimit(ctx, request("edge", []string{"stage=open-fallback", "user=f"}))
+		hangUp.Stop()
+		cancel()
+	}
+	for i := range 2 {
+		if got := in.ask(t, "edge", []string{"stage=open-fallback", "user=f"}).OverallCode; got != rlsv3.RateLimitResponse_OK {
+			t.Errorf("real request %d after two cancelled ones, the store away: %v, want OK from the fallback's 2", i, got)
 		}
 	}
 	time.Sleep(100 * time.Millisecond) // the server sees each cancellation

@@ -103,6 +103,14 @@ func (p *RulePlan) unavailable(ctx context.Context, lm *LeaseManager, key string
 	// A take that goes on in the store owes its request's cost out of its grant (lateTake),
 	// which a request that is not admitted here gives up.
 	late := lateTakeOf(err)
+	if errors.Is(err, context.Canceled) {
+		// The caller hung up (an enforcer's client that reset its request): no verdict is
+		// wanted, and none may spend the fallback bucket, which resets would drain.
+		if late != nil {
+			late.release(cost)
+		}
+		return Verdict{}, err
+	}
 	if p.FailClosed {
 		if late != nil {
 			late.release(cost)

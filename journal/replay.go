@@ -510,6 +510,10 @@ func result(rec *Record) (engine.Result, error) {
 		if strings.HasPrefix(rec.Err, engine.ErrBadRequest.Error()) {
 			return engine.Result{}, fmt.Errorf("%w%s", engine.ErrBadRequest, strings.TrimPrefix(rec.Err, engine.ErrBadRequest.Error()))
 		}
+		if rec.Err == context.Canceled.Error() {
+			// The caller hung up: the engine spends no fallback for it (RulePlan.Decide).
+			return engine.Result{}, context.Canceled
+		}
 		return engine.Result{}, errors.New(rec.Err)
 	}
 	return engine.Result{Granted: rec.Got, Remaining: rec.Remaining, RetryAfter: rec.RetryMs, ResetAfter: rec.ResetMs, Now: rec.TimeMs}, nil
