@@ -65,6 +65,11 @@ func (ls *leasing) managers(p policy.Lease, cfg engine.LeaseConfig) ([]*engine.L
 		ms[i] = m
 	}
 	ls.byRule[p] = ms
+	if ls.keep != nil {
+		// Made for a config being compiled, which retain has not named yet: a sweep in
+		// between must not drop them from under it.
+		ls.keep[p] = true
+	}
 	return ms, nil
 }
 

@@ -53,6 +53,10 @@ func (e *Enforcer) loadFile(changed bool) error {
 				return nil
 			}
 		}
+	} else {
+		// Whatever comes back after a failed read is read again, even the same bytes:
+		// restored() must get to see them.
+		e.lastRead = [32]byte{}
 	}
 	return e.rejected(fmt.Errorf("enforcer: --config %s: %w", e.conf.SnapshotPath, err))
 }

@@ -16,6 +16,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/clitest"
 	"github.com/rlctl/rlctl/internal/policyfixture"
 	"github.com/rlctl/rlctl/internal/redistest"
@@ -447,6 +448,21 @@ func TestReloadRevertedClearsTheFailure(t *testing.T) {
 	if got := in.metric(t, "rate_limit_config_last_reload_successful"); got != 1 {
 		t.Errorf("after the serving snapshot again: last reload successful %v, want 1", got)
 	}
+	// The file gone a moment (rm, then a rewrite of the same bytes): a failed read, then the
+	// bytes read last. They were skipped as read already, and the failure stayed.
+	if err := os.Remove(in.path); err != nil {
+		t.Fatal(err)
+	}
+	in.reloadMu.Lock()
+	_ = in.loadFile(true)
+	in.reloadMu.Unlock()
+	if got := in.metric(t, "rate_limit_config_last_reload_successful"); got != 0 {
+		t.Fatalf("with the file gone: last reload successful %v, want 0", got)
+	}
+	load(good)
+	if got := in.metric(t, "rate_limit_config_last_reload_successful"); got != 1 {
+		t.Errorf("with the same bytes back: last reload successful %v, want 1", got)
+	}
 	if !strings.Contains(in.logs.String(), "config restored") {
 		t.Error("no \"config restored\" log line")
 	}
@@ -507,4 +523,26 @@ func TestReloadDropsIdleManagers(t *testing.T) {
 	eventually(t, 5*time.Second, fmt.Sprintf("%d managers (the last two configs' settings × %d stripes)", want, stripes), func() bool {
 		return in.leasing.managerCount() == want
 	})
+}
+
+// TestCompileKeepsNewManagers: managers made while a config compiles, before retain names its
+// settings, outlive a sweep that runs in between; dropped then, the config served with
+// managers no sweep visits and Close never returned.
+func TestCompileKeepsNewManagers(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	in.leasing.retain(in.cfg.Load().model) // as after a reload
+	r := testRule("fresh", 3, policy.Stage{Name: policy.StageEnforce}, policy.FailOpen)
+	r.Lease = policyfixture.Lease(policyfixture.TTL(12_345))
+	plan, err := engine.PlanRule("edge", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := in.leasing.managerCount()
+	if _, err := in.leasing.managers(r.Lease, plan.Lease); err != nil {
+		t.Fatal(err)
+	}
+	in.leasing.dropIdle() // a sweep, before the swap's retain
+	if got, want := in.leasing.managerCount(), before+in.order.count(); got != want {
+		t.Errorf("managers after a sweep mid-compile: %d, want %d (the new setting's kept)", got, want)
+	}
 }
