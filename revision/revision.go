@@ -257,6 +257,9 @@ func Positions(m *policy.Model, f func(policy.Pos) policy.Pos) {
 			for i := range r.Limits {
 				r.Limits[i].Pos = f(r.Limits[i].Pos)
 			}
+			for k, p := range r.SettingPos {
+				r.SettingPos[k] = f(p)
+			}
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rlctl/rlctl/policy"
 )
 
 // repo makes a Git repository with the example policies committed on main under p/, then
@@ -170,5 +172,17 @@ func TestLoadMissingInWorkingTree(t *testing.T) {
 	}
 	if m, err := Load("HEAD", "q"); err != nil || len(m.Domains) != 0 {
 		t.Errorf("Load(HEAD, q) of a directory without policy files: %v, %v; want an empty policy", m, err)
+	}
+}
+
+// TestPositionsReachSettings: every position of a model is rewritten, those of a rule's settings
+// too (Rule.SettingPos); a base revision's were left naming the deleted temporary checkout.
+func TestPositionsReachSettings(t *testing.T) {
+	tmp := policy.Pos{File: "/tmp/rlctl-rev-1/0/p.cue", Line: 9, Col: 3}
+	r := &policy.Rule{Name: "r", Pos: tmp, SettingPos: map[string]policy.Pos{policy.SettingStoreTimeout: tmp}}
+	m := &policy.Model{Domains: []*policy.Domain{{Name: "d", Pos: tmp, Rules: []*policy.Rule{r}}}}
+	Positions(m, func(p policy.Pos) policy.Pos { p.File = "p/p.cue"; return p })
+	if got := r.PosOf(policy.SettingStoreTimeout).File; got != "p/p.cue" {
+		t.Errorf("store_timeout's position names %q, want p/p.cue", got)
 	}
 }
