@@ -252,19 +252,24 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 		// The branch is rlctl's to rewrite only while every commit on it is rlctl's own: a
 		// reviewer's fix pushed there was force-pushed away, and it hid a pending pause from
 		// the check below.
+		// While its pull request is open, the branch is rlctl's to rewrite only when every
+		// commit on it is rlctl's own: a reviewer's fix pushed there was force-pushed away, and
+		// it hid a pending pause from the rank check. A branch whose pull request was merged
+		// or closed is rlctl's again, whatever its head (an "Update branch" merge, say).
 		v := verbOf(c.GetMessage())
-		if v == "" {
-			return nil, fmt.Errorf("%w: branch %s has a commit that rlctl rollout did not make (%.12s %q): merge or close its pull request, or delete the branch, then run again",
-				ErrPending, ch.Branch, c.GetSHA(), firstLine(c.GetMessage()))
-		}
-		if verbRank(v) > verbRank(ch.Verb) {
+		if v == "" || verbRank(v) > verbRank(ch.Verb) {
 			open, _, err := g.c.PullRequests.List(ctx, g.owner, g.repo, &github.PullRequestListOptions{
 				State: "open", Head: owner + ":" + ch.Branch, Base: base,
 			})
 			if err != nil {
 				return nil, g.explain(err)
 			}
-			if len(open) > 0 {
+			switch {
+			case len(open) == 0:
+			case v == "":
+				return nil, fmt.Errorf("%w: branch %s of the open #%d has a commit that rlctl rollout did not make (%.12s %q): merge or close the pull request, then run again",
+					ErrPending, ch.Branch, open[0].GetNumber(), c.GetSHA(), firstLine(c.GetMessage()))
+			default:
 				return nil, fmt.Errorf("%w: #%d (%s, on branch %s) is an open %s, which a %s does not replace: merge or close it first",
 					ErrPending, open[0].GetNumber(), open[0].GetTitle(), ch.Branch, v, ch.Verb)
 			}
@@ -457,12 +462,11 @@ func isPolicyFile(dir, p string) bool {
 	return !strings.Contains(p, "/") && path.Ext(p) == ".cue" && !strings.HasPrefix(p, ".") && !strings.HasPrefix(p, "_")
 }
 
-// verbOf returns the rollout command named by a commit message that Propose wrote ("Edited by
-// rlctl rollout VERB ..."), or "".
 // Withdraw closes the open pull request on the rule's branch (rlctl rollout abort of a rule
 // that is in shadow already, whose promotion is still open: merged, it would have advanced the
-// rule), with a comment that says why. It returns the pull request closed, or nil when none was
-// open. The branch is left as it is.
+// rule), with a comment that says why. It closes only a promotion or a resume that rlctl made:
+// another change (a pause, or a branch holding someone else's commit) is ErrPending, and left.
+// It returns the pull request closed, or nil when none was open. The branch is left as it is.
 func (g *GitHub) Withdraw(ctx context.Context, branch, comment string) (*PullRequest, error) {
 	repo, _, err := g.c.Repositories.Get(ctx, g.owner, g.repo)
 	if err != nil {
@@ -482,6 +486,21 @@ func (g *GitHub) Withdraw(ctx context.Context, branch, comment string) (*PullReq
 		return nil, nil
 	}
 	p := open[0]
+	head, _, err := g.c.Git.GetRef(ctx, g.owner, g.repo, "heads/"+branch)
+	if err != nil {
+		return nil, g.explain(err)
+	}
+	c, _, err := g.c.Git.GetCommit(ctx, g.owner, g.repo, head.GetObject().GetSHA())
+	if err != nil {
+		return nil, g.explain(err)
+	}
+	if v := verbOf(c.GetMessage()); v == "" || verbRank(v) > 1 {
+		what := "a commit rlctl rollout did not make"
+		if v != "" {
+			what = "a " + v
+		}
+		return nil, fmt.Errorf("%w: #%d (%s) holds %s, which an abort of a rule in shadow leaves as it is", ErrPending, p.GetNumber(), p.GetTitle(), what)
+	}
 	if _, _, err := g.c.Issues.CreateComment(ctx, g.owner, g.repo, p.GetNumber(), &github.IssueComment{Body: github.String(comment)}); err != nil {
 		return nil, g.explain(err)
 	}
@@ -511,6 +530,8 @@ func firstLine(msg string) string {
 	return line
 }
 
+// verbOf returns the rollout command named by a commit message that Propose wrote ("Edited by
+// rlctl rollout VERB ..."), or "".
 func verbOf(msg string) string {
 	_, rest, ok := strings.Cut(msg, "Edited by rlctl rollout ")
 	if !ok {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-github/v60/github"
+
 	"github.com/rlctl/rlctl/rollout/githubtest"
 )
 
@@ -142,6 +144,14 @@ func TestProposeKeepsOthersCommits(t *testing.T) {
 	if now, _, _ := s.Head(pr.Branch); now != head {
 		t.Errorf("the branch moved from %s to %s", head, now)
 	}
+	// Once its pull request is merged or closed, the branch is rlctl's again, whatever its head
+	// (GitHub's "Update branch" merge, say): every later rollout of the rule was refused.
+	if _, _, err := g.c.PullRequests.Edit(ctx, "acme", "policies", pr.Number, &github.PullRequest{State: github.String("closed")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Propose(ctx, change(strings.Replace(after, "2025-06-02", "2025-06-13", 1), "evidence")); err != nil {
+		t.Errorf("with the pull request closed: %v, want the branch rewritten", err)
+	}
 }
 
 // TestProposeVerbRanks: an open abort is replaced by neither a pause nor a promotion (a pause
@@ -179,6 +189,43 @@ func TestProposeVerbRanks(t *testing.T) {
 		case !st.replace && (!errors.Is(err, ErrPending) || got == after):
 			t.Errorf("step %d, %s: %v; want ErrPending, the branch left alone", i, st.verb, err)
 		}
+	}
+}
+
+// TestWithdraw: an abort of a rule in shadow closes its open promotion with a comment, and
+// leaves an open pause (which holds the rule in shadow too) with ErrPending; with nothing open,
+// nothing happens.
+func TestWithdraw(t *testing.T) {
+	s := newFake(t)
+	g := newClient(t, s, "tok-1")
+	ctx := context.Background()
+	const branch = "rlctl/rollout/edge/developer_pro"
+	if pr, err := g.Withdraw(ctx, branch, "gone"); pr != nil || err != nil {
+		t.Fatalf("nothing open: %+v, %v; want nil, nil", pr, err)
+	}
+	if _, err := g.Propose(ctx, change(strings.Replace(tiersBefore, "shadow", "soft", 1), "evidence")); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := g.Withdraw(ctx, branch, "aborted")
+	if err != nil || pr == nil || pr.Number != 1 {
+		t.Fatalf("open promotion: %+v, %v; want #1 closed", pr, err)
+	}
+	if prs := s.PullRequests(); prs[0].State != "closed" {
+		t.Errorf("the promotion is %s, want closed", prs[0].State)
+	}
+	if cs := s.Comments(1); len(cs) != 2 || cs[1].Body != "aborted" {
+		t.Errorf("comments: %+v, want the evidence, then the abort's", cs)
+	}
+	pause := change(tiersBefore+"// held\n", "evidence")
+	pause.Verb, pause.Message = "pause", "rollout: pause\n\nEdited by rlctl rollout pause on 2025-06-12."
+	if _, err := g.Propose(ctx, pause); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Withdraw(ctx, branch, "aborted"); !errors.Is(err, ErrPending) || !strings.Contains(err.Error(), "holds a pause") {
+		t.Errorf("open pause: %v, want ErrPending saying it holds a pause", err)
+	}
+	if prs := s.PullRequests(); prs[len(prs)-1].State != "open" {
+		t.Errorf("the pause is %s, want open", prs[len(prs)-1].State)
 	}
 }
 

@@ -544,7 +544,6 @@ func writeChanges(w io.Writer, cs []diff.Change, format string) error {
 	return nil
 }
 
-// rolloutPullRequests proposes each edit as its own pull request.
 // rolloutWithdraw closes the open pull request, if any, of each rule that abort found in shadow
 // already: its promotion, which merged would have advanced it.
 func rolloutWithdraw(cmd *cobra.Command, rf *rolloutFlags, rules []ruleEdit, day string) error {
@@ -556,6 +555,10 @@ func rolloutWithdraw(cmd *cobra.Command, rf *rolloutFlags, rules []ruleEdit, day
 		name := e.d.Name + "/" + e.r.Name
 		comment := fmt.Sprintf("Closed by `rlctl rollout abort` on %s: %s stays in shadow.", day, name)
 		pr, err := gh.Withdraw(cmd.Context(), rollout.Branch(e.d.Name, e.r.Name), comment)
+		if errors.Is(err, rollout.ErrPending) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "rlctl rollout abort: %s is in shadow already: %v\n", name, err)
+			continue
+		}
 		if err != nil {
 			return usageErrorf("rollout: --pr: %s: %w", name, err)
 		}
@@ -568,6 +571,7 @@ func rolloutWithdraw(cmd *cobra.Command, rf *rolloutFlags, rules []ruleEdit, day
 	return nil
 }
 
+// rolloutPullRequests proposes each edit as its own pull request.
 func rolloutPullRequests(cmd *cobra.Command, rf *rolloutFlags, m *policy.Model, files rollout.Files, edits []ruleEdit, st *rollout.Status, format string) error {
 	var gh *rollout.GitHub
 	if !rf.dryRun {
