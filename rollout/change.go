@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -54,16 +56,23 @@ func Branch(domain, rule string) string {
 
 // refComponent makes a domain or rule name a valid component of a Git ref name. Names hold
 // letters, digits, "_", "." and "-", and start with a letter or "_", so what Git refuses of them
-// is "..", and a component ending in "." or ".lock": "a..b" becomes "a.-.b", "x.lock" "x.lock-".
-// Every other name stays as it is, and so do the branches of pull requests already open.
+// is "..", and a component ending in "." or ".lock": "a..b" becomes "a.-.b", "x.lock" "x.lock-",
+// each followed by a hash of the name ("-h" and 8 hex digits), so that no other name can give
+// the same branch ("a.-.b" is a valid name too). Every other name stays as it is, and so do the
+// branches of pull requests already open.
 func refComponent(name string) string {
-	for strings.Contains(name, "..") {
-		name = strings.ReplaceAll(name, "..", ".-.")
+	out := name
+	for strings.Contains(out, "..") {
+		out = strings.ReplaceAll(out, "..", ".-.")
 	}
-	if strings.HasSuffix(name, ".") || strings.HasSuffix(name, ".lock") {
-		name += "-"
+	if strings.HasSuffix(out, ".") || strings.HasSuffix(out, ".lock") {
+		out += "-"
 	}
-	return name
+	if out == name {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return out + "-h" + hex.EncodeToString(sum[:4])
 }
 
 // Edited is a policy after edits: the files that changed and the model they load as.
