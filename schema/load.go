@@ -364,7 +364,9 @@ func cueProblems(err error, user cue.Value, values valueIndex) Problems {
 		if msg, ok := emptyListMessage(format, args, path); ok {
 			pr.Message = msg
 		}
-		if msg, ok := typeMessage(format, args, path); ok {
+		if msg, ok := typeMessage(format, args, path); ok && len(ps) <= 1 {
+			// One position in the user's files: their value against the schema's kind. With
+			// two, two of their own values conflict, and the kinds are theirs: CUE's words.
 			pr.Message = msg
 		}
 		if msg, canary, ok := stageMessage(user, path); ok {
@@ -427,12 +429,15 @@ func typeMessage(format string, args []any, path []string) (string, bool) {
 	if got == "" || want == "" {
 		return "", false
 	}
-	field, entry := path[len(path)-1], ""
+	field, entry, at := path[len(path)-1], "", len(path)-1
 	if _, err := strconv.Atoi(field); err == nil && len(path) > 1 {
-		field, entry = path[len(path)-2], "each entry of "
+		field, entry, at = path[len(path)-2], "each entry of ", len(path)-2
 	}
 	msg := fmt.Sprintf("%s%s is %s, not %s", entry, field, want, got)
-	if ex, ok := shapes[field]; ok {
+	// A label under rules, sources, domains or regions is a name the user chose (a rule named
+	// limits, say), not the schema's field of that name.
+	named := at > 0 && slices.Contains([]string{"rules", "sources", "domains", "regions"}, path[at-1])
+	if ex, ok := shapes[field]; ok && !named {
 		msg += ": write " + ex
 	}
 	return msg, true

@@ -272,3 +272,16 @@ domains: [string]: rules: dated: stage: since: "2025-06-01"
 		}
 	}
 }
+
+// TestTypeMessageNames: a rule named like a schema field (limits) gets no example of that
+// field; the schema's own field does.
+func TestTypeMessageNames(t *testing.T) {
+	const format = "conflicting values %s and %s (mismatched types %s and %s)"
+	args := []any{`"x"`, "{...}", "string", "struct"}
+	if msg, _ := typeMessage(format, args, []string{"domains", "d", "rules", "limits"}); strings.Contains(msg, "write") {
+		t.Errorf("a rule named limits: %q, want no example", msg)
+	}
+	if msg, _ := typeMessage(format, args, []string{"domains", "d", "rules", "r", "failure"}); !strings.Contains(msg, "write failure: {") {
+		t.Errorf("a rule's failure: %q, want its example", msg)
+	}
+}

@@ -70,6 +70,13 @@ const notAllowed = "field not allowed"
 // of the same struct (see nearest), read from unified, the user's value unified with #Policy:
 // "field not allowed: did you mean "limits"?".
 func suggestFields(probs Problems, unified cue.Value) {
+	// The fields not allowed, by parent path: none of them is one the parent allows.
+	refused := map[string]bool{}
+	for _, p := range probs {
+		if p.Message == notAllowed {
+			refused[p.Path] = true
+		}
+	}
 	for i, p := range probs {
 		if p.Message != notAllowed {
 			continue
@@ -88,8 +95,9 @@ func suggestFields(probs Problems, unified cue.Value) {
 		}
 		name := labels[len(labels)-1]
 		var names []string // the fields the schema allows here: the unified value's, but the bad one
+		prefix := strings.TrimSuffix(p.Path, name)
 		for it.Next() {
-			if n := it.Selector().Unquoted(); n != name {
+			if n := it.Selector().Unquoted(); n != name && !refused[prefix+n] && !refused[prefix+strconv.Quote(n)] {
 				names = append(names, n)
 			}
 		}
