@@ -116,7 +116,7 @@ func inexactLimits(r *policy.Rule) []inexact {
 		}
 	}
 	if fb, err := engine.FallbackLimits(r); err != nil {
-		out = append(out, inexact{field: "failure.fallback", name: "fallback", reason: inexactReason(fb[0])})
+		out = append(out, inexact{pos: r.PosOf(policy.SettingFailure), field: "failure.fallback", name: "fallback", reason: inexactReason(fb[0])})
 	}
 	return out
 }
