@@ -159,7 +159,14 @@ func newSimulateCmd() *cobra.Command {
 		Use:   "simulate --log FILE... [flags]",
 		Short: "Replay access logs through the engine and estimate false positives",
 		Long:  strings.ReplaceAll(simulateLong, "{{metrics}}", strings.Join(simulate.MetricNames(), ", ")),
-		Args:  cobra.NoArgs,
+		// lint, render and show take the policy directory as an argument; simulate takes
+		// --policies: say so rather than cobra's "unknown command".
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("simulate: unexpected argument %q: give the policy directory as --policies %s, and the logs as --log FILE", args[0], args[0])
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case len(sf.journals) > 0 && len(sf.logs) > 0:
@@ -242,9 +249,13 @@ func replayLogs(cmd *cobra.Command, sf simulateFlags, ls logSettings) error {
 	// The heap's advice takes a while and needs no policies: it runs while they load.
 	memoryReady, restoreMemory := simulate.TuneMemory()
 	defer restoreMemory()
+	if !isDir(sf.policies) && !cmd.Flags().Changed("policies") {
+		return usageErrorf("simulate: no policy directory %s here: give one with --policies DIR", sf.policies)
+	}
 	model, err := schema.Load(sf.policies)
 	if err != nil {
-		return usageErrorf("simulate: loading %s: %w", sf.policies, err)
+		// A policy that does not load is a finding (exit 1), printed as lint prints it.
+		return loadError(cmd.ErrOrStderr(), "simulate", err)
 	}
 	if sf.domain != "" && model.Domain(sf.domain) == nil {
 		return usageErrorf("simulate: --domain %q: no such domain in %s (have %s)", sf.domain, sf.policies, domainNames(model))

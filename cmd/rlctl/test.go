@@ -25,7 +25,8 @@ documentation for the file format.
 A test file is a .cue file with a top-level policies: or tests: field. Each DIR is a directory
 of test files (its *.cue files); a policy directory, one without test files but with a tests
 subdirectory, stands for that subdirectory, so "rlctl test policies" runs policies/tests. The
-default is policies/tests. Naming a .cue file that is not a test file (a policy file, say) is
+default is policies/tests, or tests when there is no policies/tests here (run from inside the
+policy directory). Naming a .cue file that is not a test file (a policy file, say) is
 an error that says so. A .cue file that does not parse is neither: among test files it is run,
 so that its syntax error is a finding; in a policy directory the tests run and the policy's
 load reports it.
@@ -56,6 +57,9 @@ func newTestCmd() *cobra.Command {
 			}
 			if len(args) == 0 {
 				args = []string{"policies/tests"}
+				if !isDir(args[0]) && isDir("tests") {
+					args = []string{"tests"} // run from inside the policy directory
+				}
 			}
 			paths, err := policytest.Discover(args)
 			if err != nil {
