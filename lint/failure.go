@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rlctl/rlctl/policy"
+	"github.com/rlctl/rlctl/schema"
 )
 
 // This file holds the checks of what a rule does under failure and whom it counts: fail-open on a
@@ -190,13 +191,13 @@ func maskName(m policy.Mask) string {
 	return string(m)
 }
 
-// limitSummary formats a rule's first limit as "100 requests per 60000ms".
+// limitSummary formats a rule's first limit as "100 requests per 1m".
 func limitSummary(r *policy.Rule) string {
 	if len(r.Limits) == 0 {
 		return "its limit"
 	}
 	l := r.Limits[0]
-	return fmt.Sprintf("%d requests per %dms", l.Requests, l.WindowMs)
+	return fmt.Sprintf("%d requests per %s", l.Requests, schema.FormatDuration(l.WindowMs))
 }
 
 // checkStoreTimeout reports a store timeout that is not below the gateway's RLS timeout (RL012):

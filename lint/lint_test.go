@@ -194,7 +194,7 @@ func TestRules(t *testing.T) {
 			rule(m, "gold").Match[1] = match("ip", "192.0.2.1")
 		}, ""},
 		{"RL010", "remote address without a mask", func(m *policy.Model) { m.Domains[0].Sources[1].Mask = policy.MaskNone },
-			`per-IP limit: source "ip" (remote_address) has mask "none", so everyone behind one NAT shares 50000 requests per 60000ms`},
+			`per-IP limit: source "ip" (remote_address) has mask "none", so everyone behind one NAT shares 50000 requests per 1m`},
 		{"RL010", "identity subnet tier without a mask", func(m *policy.Model) { m.Domains[0].Sources[2].Mask = policy.MaskNone },
 			`source "id" (identity) has mask "none"`},
 

@@ -21,7 +21,7 @@ func checkStageSince(_ *policy.Domain, r *policy.Rule, e *emitter) {
 		return
 	}
 	if st.Since == "" {
-		e.at(st.Pos, r, "stage %q has no start date (since)", st.Name)
+		e.at(st.Pos, r, "stage %q has no start date (since): write stage: {name: %q, since: \"YYYY-MM-DD\"}", st.Name, st.Name)
 		return
 	}
 	if _, err := time.Parse(time.DateOnly, st.Since); err != nil {
