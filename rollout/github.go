@@ -173,16 +173,9 @@ func (g *GitHub) Propose(ctx context.Context, ch Change) (*PullRequest, error) {
 		// How later runs tell rlctl's commits, and their verbs, from others'.
 		return nil, fmt.Errorf("rollout: the commit message must end \"Edited by rlctl rollout %s\", got %q", ch.Verb, ch.Message)
 	}
-	repo, _, err := g.c.Repositories.Get(ctx, g.owner, g.repo)
+	base, owner, err := g.repository(ctx)
 	if err != nil {
-		return nil, g.explain(err)
-	}
-	base := repo.GetDefaultBranch()
-	// A pull request's head is filtered by the owner's login as GitHub spells it, which --repo
-	// (matched in any case) need not.
-	owner := repo.GetOwner().GetLogin()
-	if owner == "" {
-		owner = g.owner
+		return nil, err
 	}
 	baseRef, _, err := g.c.Git.GetRef(ctx, g.owner, g.repo, "heads/"+base)
 	if err != nil {
@@ -468,16 +461,12 @@ func isPolicyFile(dir, p string) bool {
 // another change (a pause, or a branch holding someone else's commit) is ErrPending, and left.
 // It returns the pull request closed, or nil when none was open. The branch is left as it is.
 func (g *GitHub) Withdraw(ctx context.Context, branch, comment string) (*PullRequest, error) {
-	repo, _, err := g.c.Repositories.Get(ctx, g.owner, g.repo)
+	base, owner, err := g.repository(ctx)
 	if err != nil {
-		return nil, g.explain(err)
-	}
-	owner := repo.GetOwner().GetLogin()
-	if owner == "" {
-		owner = g.owner
+		return nil, err
 	}
 	open, _, err := g.c.PullRequests.List(ctx, g.owner, g.repo, &github.PullRequestListOptions{
-		State: "open", Head: owner + ":" + branch, Base: repo.GetDefaultBranch(),
+		State: "open", Head: owner + ":" + branch, Base: base,
 	})
 	if err != nil {
 		return nil, g.explain(err)
@@ -507,7 +496,21 @@ func (g *GitHub) Withdraw(ctx context.Context, branch, comment string) (*PullReq
 	if p, _, err = g.c.PullRequests.Edit(ctx, g.owner, g.repo, p.GetNumber(), &github.PullRequest{State: github.String("closed")}); err != nil {
 		return nil, g.explain(err)
 	}
-	return &PullRequest{Number: p.GetNumber(), URL: p.GetHTMLURL(), Branch: branch, Base: repo.GetDefaultBranch()}, nil
+	return &PullRequest{Number: p.GetNumber(), URL: p.GetHTMLURL(), Branch: branch, Base: base}, nil
+}
+
+// repository returns the repository's default branch, and its owner's login as GitHub spells
+// it, by which a pull request's head is filtered (--repo is matched in any case).
+func (g *GitHub) repository(ctx context.Context) (base, owner string, err error) {
+	repo, _, err := g.c.Repositories.Get(ctx, g.owner, g.repo)
+	if err != nil {
+		return "", "", g.explain(err)
+	}
+	owner = repo.GetOwner().GetLogin()
+	if owner == "" {
+		owner = g.owner
+	}
+	return repo.GetDefaultBranch(), owner, nil
 }
 
 // verbRank orders the rollout verbs by what an open pull request of one must not lose to
