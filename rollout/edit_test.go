@@ -159,14 +159,7 @@ domains: shop: {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := schema.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := ReadFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, files := loadFiles(t, dir)
 	for _, e := range []Edit{
 		{Domain: "shop", Rule: "free", To: policy.StageSoft, Since: "2025-06-12"},
 		{Domain: "shop", Rule: "free", Hold: hold("incident 7")},
@@ -203,15 +196,8 @@ domains: d: rules: [_]: stage: {name: "shadow", since: "2025-01-01"}
 			t.Fatal(err)
 		}
 	}
-	m, err := schema.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := ReadFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Prepare(m, files, []Edit{{Domain: "d", Rule: "r1", To: policy.StageSoft, Since: "2025-02-01"}})
+	m, files := loadFiles(t, dir)
+	_, err := Prepare(m, files, []Edit{{Domain: "d", Rule: "r1", To: policy.StageSoft, Since: "2025-02-01"}})
 	if err == nil {
 		t.Fatal("an edit conflicting with a pattern's stage loaded")
 	}
@@ -252,4 +238,18 @@ func TestBranchIsARef(t *testing.T) {
 			t.Errorf("git check-ref-format refs/heads/%s: %v %s", got, err, out)
 		}
 	}
+}
+
+// loadFiles loads the policy in dir and reads its files, as rollout's edits take them.
+func loadFiles(t *testing.T, dir string) (*policy.Model, Files) {
+	t.Helper()
+	m, err := schema.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ReadFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, files
 }
