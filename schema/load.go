@@ -392,7 +392,8 @@ func cueProblems(err error, user cue.Value, values valueIndex) Problems {
 	return probs
 }
 
-// shapes show what a field of the schema holds, for typeMessage.
+// shapes show what a field of the schema holds, for typeMessage. Durations and dates are not
+// here: the schema's own error() says what they take.
 var shapes = map[string]string{
 	"failure":        `failure: {mode: "closed", reason: "..."}`,
 	"match":          `match: [{key: "tenant"}, {key: "path", value: "/v1/orders"}]`,
@@ -406,12 +407,6 @@ var shapes = map[string]string{
 	"regions":        `regions: {"us-east": 60, "eu-central": 40}`,
 	"sources":        `sources: tenant: {kind: "header", header: "x-tenant-id"}`,
 	"rules":          `rules: per_tenant: {match: [{key: "tenant"}], limits: [{requests: 1000, window: "1m"}]}`,
-	"window":         `window: "1m" (a whole number and a unit: ms, s, m, h or d)`,
-	"store_timeout":  `store_timeout: "5ms"`,
-	"rls_timeout":    `rls_timeout: "20ms"`,
-	"ttl":            `ttl: "10s"`,
-	"lookahead":      `lookahead: "100ms"`,
-	"since":          `since: "2025-06-02"`,
 }
 
 // kindNames name CUE's kinds as a policy's author knows them.
