@@ -87,7 +87,7 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 	} else {
 		res, err = g.inner.Take(ctx, r)
 		g.takeLatency.Observe(time.Since(start).Seconds())
-		if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		if hungUp(ctx, err) {
 			// The caller hung up: that says nothing of the store. Counted as a failure,
 			// clients resetting their requests could open the breaker.
 			g.breaker.Release(tk)
@@ -97,7 +97,7 @@ func (g *guardedStore) Take(ctx context.Context, r engine.TakeRequest) (engine.R
 	}
 	took := time.Since(start) // the request's wait, which the journal keeps
 	switch {
-	case err != nil && errors.Is(ctx.Err(), context.Canceled):
+	case hungUp(ctx, err):
 		g.canceled.Inc()
 	case errors.Is(err, ErrStoreTimeout) || errors.Is(err, context.DeadlineExceeded):
 		g.timedOut.Inc()
@@ -123,6 +123,11 @@ func callTimeoutOf(t time.Duration) time.Duration { return max(4*t, 50*time.Mill
 
 // storeOK reports whether a store call's error says nothing against the store: none, or a
 // request the store rightly refused.
+// hungUp reports whether a store call failed with err because its caller hung up.
+func hungUp(ctx context.Context, err error) bool {
+	return err != nil && errors.Is(ctx.Err(), context.Canceled)
+}
+
 func storeOK(err error) bool { return err == nil || errors.Is(err, engine.ErrBadRequest) }
 
 // record records a call's outcome in the breaker, and a failure's error for lastFailure.
