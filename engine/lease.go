@@ -219,10 +219,10 @@ type lease struct {
 	seenUsed int64      // mu; used() at lastSeen
 	lastSeen int64      // mu; local ms of the last observation
 	blockFor int64      // mu
-	// returnedAt (mu) is the local ms of the latest return of tokens the balance could not
-	// hold (credit), 0 for none. Until returnGrace ms after it a reply that says the
-	// store is empty holds the key only until then (graceHold): it may have been
-	// computed before the return landed.
+	// returnedAt (mu) is the local ms of the latest return of tokens: those the balance
+	// could not hold (credit), or its own at expiry (Sweep) or a relimit, 0 for none.
+	// Until returnGrace ms after it a reply that says the store is empty holds the key
+	// only until then (graceHold): it may have been computed before the return landed.
 	// (A time, not a count of returns in flight, so that a journal replays it exactly.)
 	returnedAt int64
 	// lastAdd (mu) is how many tokens the last grant added to the balance,

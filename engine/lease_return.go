@@ -50,6 +50,11 @@ func (m *LeaseManager) Sweep(ctx context.Context) error {
 		case now >= l.expires && l.balance.Load() > 0:
 			last, older = m.leftover(l, now)
 			n = last.N + older.N
+			// The store holds these tokens again: a key held as dry need not wait for them,
+			// as credit lets it go when a grant overflows the balance. A reply computed
+			// before the return lands may still say the store is empty; it holds the key
+			// no longer than returnGrace (graceHold).
+			l.dry, l.blocked, l.returnedAt = false, 0, max(now, 1)
 		case now >= l.expires+m.cfg.TTL && now >= l.blocked && l.pending == 0 && !l.inflight.Load() && l.balance.Load() == 0:
 			// A lease Sweep finds due is live: a forgotten one has no entry.
 			m.forget(l)

@@ -488,3 +488,43 @@ func TestLeaseTakeBytes(t *testing.T) {
 		t.Error("Take and TakeBytes do not share the key's bucket")
 	}
 }
+
+// TestLeaseReturnLiftsHold: a key whose first lease took all of a small limit is held as dry
+// (the store has less than a batch left); when that lease expires unspent, its tokens go back
+// to the store, and the key must not go on being refused locally while the store holds them.
+// Before, the hold outlived the return: a tenant sending one request a second under 5 a
+// minute was admitted 2 of its first 10 requests where the limit admits 5.
+func TestLeaseReturnLiftsHold(t *testing.T) {
+	ctx := context.Background()
+	limits := []Limit{{Requests: 5, Window: 60 * second}}
+	store, ideal := NewMemory(nil), NewMemory(nil)
+	v := &virtual{now: 1000, latency: 2}
+	m := newTestManager(t, store, v, LeaseConfig{TTL: 2000})
+	var admitted, idealAdmitted int
+	for i := range int64(10) {
+		v.advance(1000 + i*second)
+		if err := m.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, err := m.Take(ctx, "k", limits, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.OK {
+			admitted++
+		}
+		r, err := ideal.Take(ctx, TakeRequest{Key: "k", Limits: limits, Want: 1, Min: 1, Now: v.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Granted > 0 {
+			idealAdmitted++
+		}
+	}
+	if idealAdmitted != 5 {
+		t.Fatalf("the ideal bucket admitted %d, want 5", idealAdmitted)
+	}
+	if admitted != idealAdmitted {
+		t.Errorf("leased: admitted %d of 10, the ideal bucket %d (fetches %d)", admitted, idealAdmitted, m.Stats().Fetches)
+	}
+}
