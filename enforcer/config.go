@@ -47,7 +47,8 @@ type Config struct {
 	RedisPassword    string
 	SentinelPassword string
 
-	// StoreTimeout bounds every store call (default 5ms): no request waits longer.
+	// StoreTimeout bounds a request's wait for the store, all its descriptors together
+	// (default 5ms): no request waits longer.
 	StoreTimeout time.Duration
 	// BreakerFailures consecutive store failures open the circuit breaker (default 3).
 	BreakerFailures int

@@ -32,7 +32,7 @@ func Flags(c *Config) *pflag.FlagSet {
 	fs.StringSliceVar(&c.ClusterAddrs, "redis-cluster-addrs", nil, "Redis Cluster seed addresses host:port,... (--store redis)")
 	fs.StringVar(&c.RedisPassword, "redis-password", "", "Redis password; prefer the environment twin (--store redis)")
 	fs.StringVar(&c.SentinelPassword, "redis-sentinel-password", "", "password of the Sentinels themselves, when they require one (requirepass in sentinel.conf); prefer the environment twin (--store redis with Sentinel)")
-	fs.DurationVar(&c.StoreTimeout, "store-timeout", DefaultStoreTimeout, "hard timeout of every store call; above 0")
+	fs.DurationVar(&c.StoreTimeout, "store-timeout", DefaultStoreTimeout, "the longest a request waits for the store, all its descriptors together; above 0")
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", DefaultBreakerFailures, "consecutive store failures that open the circuit breaker; at least 1")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", DefaultBreakerCooldown, "how long the open breaker waits before a probe; above 0")
 	fs.IntVar(&c.RedisPipelines, "redis-pipelines", DefaultRedisPipelines, "Redis pipelines in flight at once, shared by concurrent store calls; -1 sends each call on its own, 0 is rejected (--store redis)")

@@ -181,7 +181,7 @@ type detachedCall struct {
 // a key at its limit still has one call in flight at most. With a journal, whose replay could
 // not know when a late reply landed, the tokens it granted go back to the store instead.
 func (g *guardedStore) detached(ctx context.Context, tk ticket, r engine.TakeRequest) (engine.Result, error) {
-	wait := time.NewTimer(g.timeout)
+	wait := time.NewTimer(g.waitFor(ctx))
 	defer wait.Stop()
 	c := &detachedCall{reply: make(chan takeReply, 1)}
 	g.calls.Add(1)
@@ -209,6 +209,27 @@ func (g *guardedStore) detached(ctx context.Context, tk ticket, r engine.TakeReq
 		return engine.Result{}, c.late
 	}
 	return engine.Result{}, err
+}
+
+// storeBudgetKey is the context key of a request's store budget (withStoreBudget).
+type storeBudgetKey struct{}
+
+// withStoreBudget gives the calls of a request's descriptors one store timeout in all, ending
+// at until: decided one after another, each waited up to the store timeout of its own, and a
+// request of 64 descriptors whose keys had no lease waited 64 timeouts of a slow store (345 ms
+// at 10 ms a reply) where the timeout promises 5 ms. A descriptor whose call the budget no
+// longer covers still makes it, and is decided as one that timed out (detached).
+func withStoreBudget(ctx context.Context, until time.Time) context.Context {
+	return context.WithValue(ctx, storeBudgetKey{}, until)
+}
+
+// waitFor is how long a request waits for a detached call: the store timeout, or what is left
+// of its request's store budget when that is less.
+func (g *guardedStore) waitFor(ctx context.Context) time.Duration {
+	if until, ok := ctx.Value(storeBudgetKey{}).(time.Time); ok {
+		return max(0, min(g.timeout, time.Until(until)))
+	}
+	return g.timeout
 }
 
 // call runs c's take until its own deadline, records the outcome in the breaker, and hands the

@@ -357,3 +357,39 @@ func TestClientCancelIsNoStoreFailure(t *testing.T) {
 		t.Errorf("canceled takes: got %v, want at least 1", got)
 	}
 }
+
+// TestRequestWaitsOneStoreTimeout: a request's descriptors share one store timeout. Decided one
+// after another, each had waited a timeout of its own, and a request of many descriptors whose
+// keys had no lease waited one timeout per descriptor on a slow store: 32 of them, 160 ms where
+// the store timeout (5 ms) promises that no request waits longer. Each descriptor still makes
+// its call, and one the budget no longer covers is decided as a timeout, by its failure mode.
+func TestRequestWaitsOneStoreTimeout(t *testing.T) {
+	in := spawn(t, testModel(), nil)
+	in.store.inner = stubStore{delay: 40 * time.Millisecond, res: engine.Result{Granted: 1}}
+	in.store.detach = true
+	const n = 32
+	descs := make([][]string, n)
+	for i := range descs {
+		descs[i] = []string{"stage=open", "user=u" + strconv.Itoa(i)} // fail-open: each is admitted
+	}
+	fastest := time.Hour // of three rounds: a stalled machine can slow one
+	for round := range 3 {
+		for i := range descs {
+			descs[i][1] = "user=r" + strconv.Itoa(round) + "-" + strconv.Itoa(i) // keys with no lease
+		}
+		start := time.Now()
+		resp := in.ask(t, "edge", descs...)
+		took := time.Since(start)
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("round %d: %v, want OK (fail-open)", round, resp.OverallCode)
+		}
+		fastest = min(fastest, took)
+	}
+	// One timeout is 5 ms; one per descriptor would be 160 ms.
+	if fastest > 80*time.Millisecond {
+		t.Errorf("the fastest of 3 requests took %v for %d descriptors; want about one store timeout", fastest, n)
+	}
+	if got := storeCallCount(t, in.mx, "take", "timeout"); got != 3*n {
+		t.Errorf("timed-out takes: got %v, want %d", got, 3*n)
+	}
+}

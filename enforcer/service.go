@@ -66,6 +66,10 @@ func (s service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			return nil, bad.err
 		}
 	}
+	if len(req.Descriptors) > 1 && e.store.detach {
+		// One store timeout for the whole request, not one per descriptor.
+		ctx = withStoreBudget(ctx, time.Now().Add(e.store.timeout))
+	}
 	var choice, warned headerChoice
 	for i, d := range req.Descriptors {
 		st := resp.Statuses[i]
