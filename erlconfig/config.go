@@ -116,10 +116,12 @@ var units = []struct {
 	{Year, 365 * 86400 * 1000, "365d", rlsconfv3.RateLimitUnit_YEAR},
 }
 
-// ParseUnit returns the unit named s, in any case, as ERL's loader reads it.
+// ParseUnit returns the unit named s, in any case, as ERL's loader reads it: the unit whose name
+// in upper case is strings.ToUpper(s), so that "mınute", with a dotless i, is a minute.
 func ParseUnit(s string) (Unit, bool) {
+	s = strings.ToUpper(s)
 	for _, u := range units {
-		if strings.EqualFold(s, string(u.unit)) {
+		if s == strings.ToUpper(string(u.unit)) {
 			return u.unit, true
 		}
 	}

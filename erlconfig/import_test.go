@@ -437,7 +437,7 @@ func TestParseStrict(t *testing.T) {
 }
 
 // TestImportYAMLForms: YAML that ERL's loader reads is imported as it reads it: a merge key
-// (<<: *anchor, own keys first), a !!binary value (the bytes it decodes to; it was imported as
+// (<<: *anchor, applied where it stands; see TestParseAsERL), a !!binary value (the bytes it decodes to; it was imported as
 // its base64 text) and a byte order mark in a value (CUE's formatter refused it, and the import
 // failed).
 func TestImportYAMLForms(t *testing.T) {

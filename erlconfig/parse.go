@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,11 +19,12 @@ import (
 // Parse decodes name's data as one ERL configuration document. It is stricter than ERL's loader
 // and refuses everything that loader refuses: YAML that does not parse, a key ERL does not know
 // or a known key where it does not belong (ERL accepts any of its keys at any level and ignores
-// the misplaced ones), a value of the wrong type, a key given twice, no domain, a descriptor
-// without a key, an unknown unit, a unit beside unlimited, a replaces entry without a name or
-// naming its own limit, share_threshold on a value that is not a wildcard, and two descriptors
-// of one level that ERL reads as the same (it joins key and value with '_'). More than one YAML
-// document in the file is refused too: ERL reads the first.
+// the misplaced ones), a value of the wrong type, a key given twice in one mapping, no domain, a
+// descriptor without a key, an unknown unit, a valid unit beside unlimited, a replaces entry
+// without a name or naming its own limit, share_threshold on a value that is not a wildcard, and
+// two descriptors of one level that ERL reads as the same (it joins key and value with '_'). More
+// than one YAML document in the file is refused too: ERL reads the first. Merge keys (<<) are
+// applied as ERL's YAML decoder applies them (see writes).
 //
 // The error is a policy.Problems with every problem found, each at its file:line:col. The
 // returned Config records the position of each descriptor and of each key read.
@@ -38,6 +41,9 @@ func Parse(name string, data []byte) (*Config, error) {
 type parser struct {
 	file  string
 	probs policy.Problems
+	// reported holds each problem added, so that a node read twice (through aliases or merge
+	// keys) is reported once.
+	reported map[string]bool
 }
 
 func (p *parser) pos(n *yaml.Node) policy.Pos {
@@ -45,7 +51,19 @@ func (p *parser) pos(n *yaml.Node) policy.Pos {
 }
 
 func (p *parser) errorf(pos policy.Pos, format string, args ...any) {
-	p.probs = append(p.probs, policy.Problem{Pos: pos, Message: fmt.Sprintf(format, args...)})
+	p.problem(policy.Problem{Pos: pos, Message: fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) problem(pr policy.Problem) {
+	id := pr.String()
+	if p.reported[id] {
+		return
+	}
+	if p.reported == nil {
+		p.reported = map[string]bool{}
+	}
+	p.reported[id] = true
+	p.probs = append(p.probs, pr)
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
@@ -82,6 +100,7 @@ func (p *parser) parse(data []byte) *Config {
 		p.errorf(p.pos(doc.Content[0]), "aliases expand the document to over %d nodes: ERL's YAML reader refuses such aliasing too", maxExpanded)
 		return nil
 	}
+	nonSpecificStrings(doc.Content[0], data)
 	root := resolve(doc.Content[0])
 	c := &Config{Pos: p.pos(root)}
 	p.mapping(root, "the document", []string{"domain", "descriptors"}, func(key string, k, v *yaml.Node) {
@@ -168,15 +187,17 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// mapping calls f for each key of n, in order, refusing n when it is not a mapping and each key
-// that is not in keys or is given twice.
+// mapping calls f for each key and value that ERL's YAML decoder writes when it decodes mapping n
+// into a struct (see writes), in that order, so that a later write of a key replaces an earlier
+// one. It refuses n when it is not a mapping and each key that is not in keys, and returns the
+// position of the key of each field's last write.
 func (p *parser) mapping(n *yaml.Node, what string, keys []string, f func(key string, k, v *yaml.Node)) map[string]policy.Pos {
 	if n.Kind != yaml.MappingNode {
 		p.errorf(p.pos(n), "%s must be a mapping", what)
 		return nil
 	}
-	seen := map[string]policy.Pos{}
-	pairs := p.merged(n)
+	fields := map[string]policy.Pos{}
+	pairs := p.writes(n, what)
 	for i := 0; i+1 < len(pairs); i += 2 {
 		k, v := pairs[i], pairs[i+1]
 		key := k.Value
@@ -188,62 +209,75 @@ func (p *parser) mapping(n *yaml.Node, what string, keys []string, f func(key st
 			p.errorf(p.pos(k), "unknown key %q in %s (want %s)", key, what, strings.Join(keys, ", "))
 			continue
 		}
-		if prev, ok := seen[key]; ok {
-			p.probs = append(p.probs, policy.Problem{Pos: p.pos(k), Related: []policy.Pos{prev},
-				Message: fmt.Sprintf("key %q is given twice in %s", key, what)})
-			continue
-		}
-		seen[key] = p.pos(k)
-		if v.Kind == yaml.ScalarNode && v.Tag == "!!float" {
-			// ERL's loader (validateYamlKeys) takes a string, a whole number, true, false or
-			// null as a value, and refuses the whole file for any other: a limit of 10.9 would
-			// not load there, nor be read as 10 here.
-			p.errorf(p.pos(v), "%s %s is a number with a fraction or an exponent, which ERL refuses (quote it for a string)", key, v.Value)
+		fields[key] = p.pos(k)
+		if v.Kind == yaml.ScalarNode && !p.erlScalar(key, v) {
 			continue
 		}
 		f(key, k, v)
 	}
-	return seen
+	return fields
 }
 
-// merged returns mapping n's key and value nodes, aliases resolved, with YAML merge keys
-// ("<<: *defaults", or a sequence of such) resolved as ERL's YAML decoder resolves them: a
-// merged mapping's pairs follow n's own, without those whose key n gives itself or an earlier
-// merged mapping gave.
-func (p *parser) merged(n *yaml.Node) []*yaml.Node {
-	var own, merges []*yaml.Node
-	given := map[string]bool{}
+// erlScalar reports whether ERL's loader takes scalar v as a value, and refuses it when not. That
+// loader (validateYamlKeys) takes a string, a whole number that fits an int64, true, false or null,
+// and refuses the whole file for any other: a limit of 10.9 would not load there, nor be read as 10
+// here. Its YAML decoder reads a whole number from 2^63 to 2^64-1 as a uint64.
+func (p *parser) erlScalar(key string, v *yaml.Node) bool {
+	switch v.Tag {
+	case "!!float":
+		p.errorf(p.pos(v), "%s %s is a number with a fraction or an exponent, which ERL refuses (quote it for a string)", key, v.Value)
+		return false
+	case "!!int":
+		var x any
+		if err := v.Decode(&x); err == nil {
+			if _, ok := x.(uint64); ok {
+				p.errorf(p.pos(v), "%s %s is a whole number from 2^63 to 2^64-1, which ERL's loader refuses (quote it for a string)", key, v.Value)
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// writes returns the keys and values, aliases resolved, that ERL's YAML decoder (gopkg.in/yaml.v2
+// decoding into structs) writes for mapping n, in the order it writes them: n's own pairs as they
+// stand, a merge key ("<<: *defaults") where it stands by the pairs of the mapping it names, and a
+// merge of a sequence of mappings by theirs, last mapping first. So a key after a merge overrides
+// the merged value, a merge after a key overrides the key, and of two merged mappings the first
+// wins. A key that n gives twice is refused (ERL would take the second).
+func (p *parser) writes(n *yaml.Node, what string) []*yaml.Node {
+	var out []*yaml.Node
+	given := map[string]policy.Pos{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
 		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			ms := []*yaml.Node{v}
 			if v.Kind == yaml.SequenceNode {
-				for _, m := range v.Content {
-					merges = append(merges, resolve(m))
+				ms = nil
+				for _, m := range slices.Backward(v.Content) {
+					ms = append(ms, resolve(m))
 				}
-			} else {
-				merges = append(merges, v)
+			}
+			for _, m := range ms {
+				if m.Kind != yaml.MappingNode {
+					p.errorf(p.pos(m), "a merge key (<<) must name a mapping")
+					continue
+				}
+				out = append(out, p.writes(m, what)...)
 			}
 			continue
 		}
-		own = append(own, k, v)
 		if k.Kind == yaml.ScalarNode {
-			given[k.Value] = true
-		}
-	}
-	for _, m := range merges {
-		if m.Kind != yaml.MappingNode {
-			p.errorf(p.pos(m), "a merge key (<<) must name a mapping")
-			continue
-		}
-		from := p.merged(m)
-		for i := 0; i+1 < len(from); i += 2 {
-			if k := from[i]; k.Kind != yaml.ScalarNode || !given[k.Value] {
-				own = append(own, k, from[i+1])
-				given[k.Value] = true
+			if prev, ok := given[k.Value]; ok {
+				p.problem(policy.Problem{Pos: p.pos(k), Related: []policy.Pos{prev},
+					Message: fmt.Sprintf("key %q is given twice in %s", k.Value, what)})
+				continue
 			}
+			given[k.Value] = p.pos(k)
 		}
+		out = append(out, k, v)
 	}
-	return own
+	return out
 }
 
 func contains(list []string, s string) bool {
@@ -272,6 +306,7 @@ func (p *parser) descriptors(n *yaml.Node) []Descriptor {
 	for _, e := range n.Content {
 		e = resolve(e)
 		d := Descriptor{Pos: p.pos(e)}
+		var rl rateLimitDecoding
 		d.Fields = p.mapping(e, "a descriptor", descriptorKeys, func(key string, k, v *yaml.Node) {
 			switch key {
 			case "key":
@@ -279,7 +314,7 @@ func (p *parser) descriptors(n *yaml.Node) []Descriptor {
 			case "value":
 				d.Value = p.str(key, v)
 			case "rate_limit":
-				d.RateLimit = p.rateLimit(v)
+				p.rateLimit(&rl, v)
 			case "descriptors":
 				d.Descriptors = p.descriptors(v)
 			case "shadow_mode":
@@ -294,6 +329,7 @@ func (p *parser) descriptors(n *yaml.Node) []Descriptor {
 				d.ShareThreshold = p.bool(key, v)
 			}
 		})
+		d.RateLimit = p.checkRateLimit(&rl)
 		if e.Kind != yaml.MappingNode {
 			continue
 		}
@@ -313,7 +349,7 @@ func (p *parser) descriptors(n *yaml.Node) []Descriptor {
 		}
 		ck := compositeKey(d.Key, d.Value)
 		if prev, ok := seen[ck]; ok {
-			p.probs = append(p.probs, policy.Problem{Pos: d.Pos, Related: []policy.Pos{prev},
+			p.problem(policy.Problem{Pos: d.Pos, Related: []policy.Pos{prev},
 				Message: fmt.Sprintf("duplicate descriptor %q: ERL reads it as the one before (it joins key and value with '_')", ck)})
 			continue
 		}
@@ -323,15 +359,42 @@ func (p *parser) descriptors(n *yaml.Node) []Descriptor {
 	return ds
 }
 
-func (p *parser) rateLimit(n *yaml.Node) *RateLimit {
-	rl := &RateLimit{Pos: p.pos(n)}
-	var unit string
-	var unitNode *yaml.Node
-	rl.Fields = p.mapping(n, "a rate_limit", rateLimitKeys, func(key string, k, v *yaml.Node) {
+// rateLimitDecoding is a descriptor's rate_limit while the descriptor is read. ERL's YAML decoder
+// writes every mapping given for it (by the descriptor and by merge keys) into one struct, each
+// setting the fields it gives and keeping the others; a null clears it.
+type rateLimitDecoding struct {
+	rl       *RateLimit
+	unit     string
+	unitNode *yaml.Node // the unit's value, nil when none was given
+}
+
+// rateLimit writes mapping n into the rate_limit being read.
+func (p *parser) rateLimit(d *rateLimitDecoding, n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		if n.Style&yaml.TaggedStyle != 0 || n.Value == "~" || n.Value == "null" || n.Value == "" {
+			*d = rateLimitDecoding{}
+			return
+		}
+		// yaml.v2 clears a pointer only for those nulls: "Null" or "NULL" leaves an empty
+		// rate_limit, which ERL then refuses for its empty unit.
+		*d = rateLimitDecoding{rl: &RateLimit{Pos: p.pos(n), Fields: map[string]policy.Pos{}}}
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		p.errorf(p.pos(n), "a rate_limit must be a mapping")
+		return
+	}
+	if d.rl == nil {
+		d.rl = &RateLimit{Fields: map[string]policy.Pos{}}
+	}
+	rl := d.rl
+	rl.Pos = p.pos(n)
+	fields := p.mapping(n, "a rate_limit", rateLimitKeys, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "unit":
-			unit, unitNode = p.str(key, v), v
+			d.unit, d.unitNode = p.str(key, v), v
 		case "requests_per_unit":
+			rl.RequestsPerUnit = 0 // a null is 0, as in ERL
 			if err := v.Decode(&rl.RequestsPerUnit); err != nil || v.Kind != yaml.ScalarNode {
 				p.errorf(p.pos(v), "requests_per_unit must be a whole number from 0 to 4294967295")
 			}
@@ -343,17 +406,25 @@ func (p *parser) rateLimit(n *yaml.Node) *RateLimit {
 			rl.Replaces = p.replaces(v)
 		}
 	})
-	u, ok := ParseUnit(unit)
+	maps.Copy(rl.Fields, fields)
+}
+
+// checkRateLimit returns the rate_limit read, with its unit, refusing a unit ERL refuses: none,
+// or an unknown one, on a limit; a valid one beside unlimited (ERL ignores an unknown one there).
+func (p *parser) checkRateLimit(d *rateLimitDecoding) *RateLimit {
+	rl := d.rl
+	if rl == nil {
+		return nil
+	}
+	u, ok := ParseUnit(d.unit)
 	switch {
-	case rl.Unlimited && unit != "":
-		p.errorf(p.pos(unitNode), "unit %q beside unlimited: an unlimited limit has no unit", unit)
+	case rl.Unlimited && ok:
+		p.errorf(p.pos(d.unitNode), "unit %q beside unlimited: an unlimited limit has no unit", d.unit)
 	case rl.Unlimited:
-	case unitNode == nil:
-		if n.Kind == yaml.MappingNode {
-			p.errorf(rl.Pos, "rate_limit has no unit (want second, minute, hour, day, week, month or year)")
-		}
+	case d.unitNode == nil:
+		p.errorf(rl.Pos, "rate_limit has no unit (want second, minute, hour, day, week, month or year)")
 	case !ok:
-		p.errorf(p.pos(unitNode), "unknown unit %q (want second, minute, hour, day, week, month or year)", unit)
+		p.errorf(p.pos(d.unitNode), "unknown unit %q (want second, minute, hour, day, week, month or year)", d.unit)
 	default:
 		rl.Unit = u
 	}
@@ -361,6 +432,9 @@ func (p *parser) rateLimit(n *yaml.Node) *RateLimit {
 }
 
 func (p *parser) replaces(n *yaml.Node) []Replace {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
 	if n.Kind != yaml.SequenceNode {
 		p.errorf(p.pos(n), "replaces must be a list")
 		return nil
