@@ -13,7 +13,7 @@ import (
 	"github.com/rlctl/rlctl/policy"
 )
 
-// File is one CUE policy file that Import wrote: DOMAIN.cue.
+// File is one CUE policy file that Import wrote, named after its domain (see FileName).
 type File struct {
 	Name string
 	Data []byte
@@ -40,13 +40,13 @@ type File struct {
 //     is imported as it is, with a note.
 //   - unlimited, and a descriptor with neither a rate_limit nor descriptors below it, admit
 //     without a limit: they become no rule (a request that matches no rule is admitted), with a
-//     note for unlimited. When such a descriptor exempts values from a sibling's limit (a
-//     key-only or an overlapping wildcard sibling would otherwise take them), rlctl has no
-//     equivalent and Import refuses it.
+//     note and a comment in the CUE. When such a descriptor exempts values from a sibling's
+//     limit (a key-only or an overlapping wildcard sibling would otherwise take them), rlctl has
+//     no equivalent and Import refuses it.
 //
 // Import refuses, each at its file:line:col: a domain given twice, a domain or key that is not a
 // valid rlctl name, replaces, detailed_metric, value_to_metric and share_threshold (rlctl has no
-// equivalent), requests_per_unit 0, and a limit beyond the engine's exact integer range
+// equivalent), requests_per_unit 0 or none, and a limit beyond the engine's exact integer range
 // (engine.Limit.ExactRangeOK: over 285,615 per year, say). The error is a policy.Problems holding every problem;
 // then no file is returned. notes are what was imported with a caveat.
 func Import(cfgs []*Config) (files []File, notes policy.Problems, err error) {
@@ -91,10 +91,30 @@ func Import(cfgs []*Config) (files []File, notes policy.Problems, err error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("erlconfig: formatting the CUE of domain %s: %w", di.cfg.Domain, err)
 		}
-		files = append(files, File{Name: di.cfg.Domain + ".cue", Data: data})
+		files = append(files, File{Name: FileName(di.cfg.Domain), Data: data})
 	}
 	im.notes.Sort()
 	return files, im.notes, nil
+}
+
+// FileName returns the name of the file Import writes domain's policy to: DOMAIN.cue, with a
+// leading '_' or '.', and each byte other than a letter, digit, '_', '.' or '-', written as '%'
+// and two hexadecimal digits. The policy loader skips files whose name starts with '_' or '.',
+// so the domain _internal is written to %5Finternal.cue. No domain name holds a '%', so two
+// domains never share a file name.
+func FileName(domain string) string {
+	var b strings.Builder
+	for i := 0; i < len(domain); i++ {
+		c := domain[i]
+		switch {
+		case i == 0 && (c == '_' || c == '.'):
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-':
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String() + ".cue"
 }
 
 // paths appends to out the keys of the path to each descriptor of ds (below a path of keys
@@ -193,7 +213,11 @@ func (im *importer) walk(di *domainImport, ds []Descriptor, path []policy.Match)
 				im.note(rl.Fields["unlimited"], "unlimited %s imported as no rule: a request that matches no rule is admitted", describe(p))
 				di.comments = append(di.comments, fmt.Sprintf("%s: ERL's unlimited descriptor %s is no rule here: a request that matches no rule is admitted.", shortPos(rl.Pos), describe(p)))
 			case rl.RequestsPerUnit == 0:
-				im.problem(rl.Fields["requests_per_unit"], nil, "requests_per_unit 0 (deny every request) has no rlctl equivalent: a limit admits at least 1 request")
+				if pos, ok := rl.Fields["requests_per_unit"]; ok {
+					im.problem(pos, nil, "requests_per_unit 0 (deny every request) has no rlctl equivalent: a limit admits at least 1 request")
+				} else {
+					im.problem(rl.Pos, nil, "rate_limit has no requests_per_unit, which ERL reads as 0 (deny every request); rlctl has no equivalent: a limit admits at least 1 request")
+				}
 			case !(engine.Limit{Algorithm: engine.FixedWindow, Requests: int64(rl.RequestsPerUnit), Window: rl.Unit.Millis()}).ExactRangeOK():
 				im.problem(rl.Fields["requests_per_unit"], nil, "requests_per_unit %d per %s is beyond rlctl's exact range: at most %d per %s ((requests + 1) × window in ms up to 2^53-1)",
 					rl.RequestsPerUnit, rl.Unit, engine.MaxExact/rl.Unit.Millis()-1, rl.Unit)
@@ -211,6 +235,10 @@ func (im *importer) walk(di *domainImport, ds []Descriptor, path []policy.Match)
 				}
 				di.rules = append(di.rules, r)
 			}
+		}
+		if rl == nil && len(d.Descriptors) == 0 {
+			im.note(d.Pos, "descriptor %s has no rate_limit and nothing below it: imported as no rule: a request that matches no rule is admitted", describe(p))
+			di.comments = append(di.comments, fmt.Sprintf("%s: ERL's descriptor %s, with no rate_limit and nothing below it, is no rule here: a request that matches no rule is admitted.", shortPos(d.Pos), describe(p)))
 		}
 		if !limited {
 			for _, f := range []string{"shadow_mode", "quota_mode"} {

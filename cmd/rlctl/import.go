@@ -21,7 +21,9 @@ const importRatelimitLong = `Import envoyproxy/ratelimit configuration as CUE po
 
 Each FILE is one envoyproxy/ratelimit YAML (or JSON) document; a DIR stands for
 its .yaml, .yml and .json files (not its subdirectories). Every domain becomes
-one CUE file, DIR/DOMAIN.cue, formatted like cue fmt, in package "policies".
+one CUE file, DIR/DOMAIN.cue, formatted like cue fmt, in package "policies" (a
+leading '_' or '.', which the policy loader skips, and any byte other than a
+letter, digit, '_', '.' or '-' are written %XX: _internal is %5Finternal.cue).
 
 What becomes what:
   a descriptor with a rate_limit   a rule: match = the descriptor's key path, one
@@ -43,7 +45,7 @@ What becomes what:
 Refused, with the file:line:col of each: bad YAML, an unknown or misplaced key,
 a domain given twice, what envoyproxy/ratelimit's loader refuses, and what rlctl
 has no equivalent for: replaces, detailed_metric, value_to_metric,
-share_threshold, requests_per_unit 0 or beyond rlctl's exact integer range,
+share_threshold, requests_per_unit 0 (or none) or beyond rlctl's exact integer range,
 and an unlimited (or limit-less) descriptor that exempts values from a sibling's
 limit. Then rlctl exits 1 and writes nothing: the files are written only when
 every input converted, each one atomically. What is imported with a caveat is printed to stderr as a note.
