@@ -1,5 +1,7 @@
 package simulate
 
+import "strings"
+
 // legitSet holds the descriptor values of legitimate callers (--legit and the rules' own lists).
 // A would-deny decision (at any stage, shadow included) whose request's values hold one counts
 // as a legit denial. The shard workers ask for every one, so the common answer, no, is made
@@ -19,6 +21,17 @@ type legitSet struct {
 // hashing it: on the benchmark log the map's hash had about 1 % of a replay's CPU samples
 // (perf), the comparisons none that show.
 const maxLegitFew = 8
+
+// addEntry adds an entry of --legit or of a rule's legit list, which both read the same way:
+// a descriptor value, or KEY=VALUE as reports show an identity, with KEY a descriptor key of the
+// policies (one of keys). Such an entry adds VALUE and, since a value may hold '=', the entry as
+// written; an entry whose KEY is no descriptor key is a value as written.
+func (l *legitSet) addEntry(e string, keys map[string]bool) {
+	l.add(e)
+	if k, v, ok := strings.Cut(e, "="); ok && keys[k] {
+		l.add(v)
+	}
+}
 
 func (l *legitSet) add(v string) {
 	if l.m == nil {

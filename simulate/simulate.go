@@ -15,7 +15,6 @@ package simulate
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"unsafe"
 
 	"github.com/rlctl/rlctl/engine"
@@ -132,11 +131,8 @@ func New(cfg Config) (*Simulator, error) {
 			keys[src.Key] = true
 		}
 	}
-	for _, v := range cfg.Legit {
-		s.legit.add(v)
-		if k, val, ok := strings.Cut(v, "="); ok && keys[k] {
-			s.legit.add(val)
-		}
+	for _, e := range cfg.Legit {
+		s.legit.addEntry(e, keys)
 	}
 	for _, d := range cfg.Model.Domains {
 		if cfg.Domain != "" && d.Name != cfg.Domain {
@@ -158,8 +154,8 @@ func New(cfg Config) (*Simulator, error) {
 			rs := ds.rules[i]
 			rs.index = len(s.rules)
 			s.rules = append(s.rules, rs)
-			for _, v := range r.Legit {
-				s.legit.add(v)
+			for _, e := range r.Legit {
+				s.legit.addEntry(e, keys)
 			}
 		}
 	}

@@ -383,10 +383,10 @@ func TestAssignMissing(t *testing.T) {
 	}
 }
 
-// --legit values may be written as reports show identities, KEY=VALUE with KEY a descriptor
-// key; a KEY that is none stays a literal value. Each case runs with the value alone, which
-// legitSet compares one by one, and among more than maxLegitFew others of its length,
-// which it looks up in the map.
+// Legit entries, of --legit and of a rule's legit list alike, may be written as reports show
+// identities, KEY=VALUE with KEY a descriptor key; a KEY that is none stays a literal value.
+// Each case runs with the value alone, which legitSet compares one by one, and among more than
+// maxLegitFew others of its length, which it looks up in the map.
 func TestLegitKeyValue(t *testing.T) {
 	var recs []accesslog.Record
 	for i := 0; i < 12; i++ { // per-tenant allows 10
@@ -406,8 +406,28 @@ func TestLegitKeyValue(t *testing.T) {
 			if got := r.Totals.LegitDenials; got != tt.want {
 				t.Errorf("--legit %s among %d: legit denials %d, want %d", tt.legit, len(legit), got, tt.want)
 			}
+			m := testModel()
+			ruleIn(t, m, "per-tenant").Legit = legit
+			r = replay(t, Config{Model: m, Gateways: 1}, recs)
+			if got := r.Totals.LegitDenials; got != tt.want {
+				t.Errorf("rule legit [%s] among %d: legit denials %d, want %d", tt.legit, len(legit), got, tt.want)
+			}
 		}
 	}
+}
+
+// ruleIn returns the rule of m named name.
+func ruleIn(t *testing.T, m *policy.Model, name string) *policy.Rule {
+	t.Helper()
+	for _, d := range m.Domains {
+		for _, r := range d.Rules {
+			if r.Name == name {
+				return r
+			}
+		}
+	}
+	t.Fatalf("no rule %s", name)
+	return nil
 }
 
 // Store replies still in flight when the log ends land after it, in Finish; they count in the
