@@ -293,9 +293,18 @@ func TestThresholds(t *testing.T) {
 			t.Errorf("ParseThreshold(%q): got %v, want an error naming --fail-if", bad, err)
 		}
 	}
-	// A rate is a share: deny_rate>20 (meant as 20%) could never be crossed.
-	if _, err := ParseThreshold("deny_rate>20"); err == nil || !strings.Contains(err.Error(), "deny_rate is a share from 0 to 1: write deny_rate>20% for a percentage") {
-		t.Errorf(`ParseThreshold("deny_rate>20"): got %v, want a share from 0 to 1`, err)
+	// A rate is a share: deny_rate>20 (meant as 20%) could never be crossed. Only a number that
+	// makes a share as a percentage is suggested as one.
+	for _, tt := range []struct{ expr, want string }{
+		{"deny_rate>20", `--fail-if "deny_rate>20": deny_rate is a share from 0 to 1: write deny_rate>20% for a percentage`},
+		{"deny_rate>-5%", `--fail-if "deny_rate>-5%": deny_rate is a share from 0% to 100%: -5% is outside it`},
+		{"deny_rate<150%", `--fail-if "deny_rate<150%": deny_rate is a share from 0% to 100%: 150% is outside it`},
+		{"deny_rate>-0.05", `--fail-if "deny_rate>-0.05": deny_rate is a share from 0 to 1 (0% to 100%): -0.05 is outside it`},
+		{"false_positive_rate>500", `--fail-if "false_positive_rate>500": false_positive_rate is a share from 0 to 1 (0% to 100%): 500 is outside it`},
+	} {
+		if _, err := ParseThreshold(tt.expr); fmt.Sprint(err) != tt.want {
+			t.Errorf("ParseThreshold(%q): got %v, want %s", tt.expr, err, tt.want)
+		}
 	}
 	// A count is not a share: denied>5% read as denied>0.05, crossed by one denial.
 	for _, bad := range []string{"denied>5%", "bad_lines>1%"} {

@@ -92,12 +92,25 @@ func ParseThreshold(s string) (Threshold, error) {
 			v /= 100
 		}
 		if rate && (v < 0 || v > 1) {
-			// deny_rate>20 meant 20%, and a share is never above 1: the check could not fail.
-			return Threshold{}, fmt.Errorf("--fail-if %q: %s is a share from 0 to 1: write %s%s%s%% for a percentage", s, metric, metric, op, num)
+			return Threshold{}, fmt.Errorf("--fail-if %q: %s", s, outOfShare(metric, op, num, percent))
 		}
 		return Threshold{Expr: s, Metric: metric, Op: op, Value: v}, nil
 	}
 	return Threshold{}, fmt.Errorf("--fail-if %q: want METRIC OP VALUE, such as false_positive_rate>0.5%%", s)
+}
+
+// outOfShare says why a rate's value, num (and '%' when percent), is outside the share from 0 to
+// 1 it is compared with, where the check could not behave as meant. A number from 1 to 100
+// without '%' was meant as a percentage (deny_rate>20 as 20%): it says how to write one.
+func outOfShare(metric, op, num string, percent bool) string {
+	v, _ := strconv.ParseFloat(num, 64)
+	switch {
+	case percent:
+		return fmt.Sprintf("%s is a share from 0%% to 100%%: %s%% is outside it", metric, num)
+	case v > 1 && v <= 100:
+		return fmt.Sprintf("%s is a share from 0 to 1: write %s%s%s%% for a percentage", metric, metric, op, num)
+	}
+	return fmt.Sprintf("%s is a share from 0 to 1 (0%% to 100%%): %s is outside it", metric, num)
 }
 
 // Evaluate tests the thresholds against r, records them in r.Thresholds and sets r.Failed when
