@@ -447,8 +447,8 @@ func (r *runner) merge(in <-chan *chunk, free chan<- *chunk) {
 	}
 }
 
-// openReaders opens a reader on each input. On an error it returns the readers it opened,
-// for the caller to close.
+// openReaders opens a reader on each input, and refuses a --field mapping that applies to
+// none of them. On an error it returns the readers it opened, for the caller to close.
 func openReaders(inputs []Input, opts accesslog.Options) ([]*accesslog.Reader, error) {
 	readers := make([]*accesslog.Reader, 0, len(inputs))
 	for _, in := range inputs {
@@ -458,7 +458,7 @@ func openReaders(inputs []Input, opts accesslog.Options) ([]*accesslog.Reader, e
 		}
 		readers = append(readers, rd)
 	}
-	return readers, nil
+	return readers, accesslog.CheckMapping(readers, opts.Mapping)
 }
 
 // unseenFields are the --field mappings whose key none of the logs had.

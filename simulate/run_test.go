@@ -324,3 +324,37 @@ func TestHeadersHeldByFields(t *testing.T) {
 		}
 	}
 }
+
+// A --field mapping is refused for logs in Envoy's text format, whose fields are fixed, with
+// one error whether the format is given or detected; a text log among JSON ones is no error,
+// as the mapping is for those.
+func TestFieldOnTextLogs(t *testing.T) {
+	const textLine = `[2024-05-01T12:00:00.001Z] "GET /a HTTP/1.1" 200 - 0 10 1 - "1.2.3.4" "ua" "id" "host" "10.0.0.1:80"` + "\n"
+	const jsonLine = `{"start_time":"2024-05-01T12:00:00.002Z","path":"/a","downstream_remote_address":"1.2.3.4:5","tenant":"acme"}` + "\n"
+	const refusal = "t.log: --field does not apply to Envoy's default text format, whose fields are fixed"
+	for _, tt := range []struct {
+		name    string
+		format  accesslog.Format
+		logs    []string
+		wantErr string
+	}{
+		{"given", accesslog.FormatEnvoyText, []string{textLine}, refusal},
+		{"detected", accesslog.FormatAuto, []string{textLine}, refusal},
+		{"detected, two logs", accesslog.FormatAuto, []string{textLine, textLine}, refusal},
+		{"detected among JSON", accesslog.FormatAuto, []string{textLine, jsonLine}, ""},
+	} {
+		var inputs []Input
+		for i, l := range tt.logs {
+			inputs = append(inputs, Input{Name: []string{"t.log", "u.log"}[i], R: strings.NewReader(l)})
+		}
+		_, err := Run(context.Background(), RunConfig{Sim: Config{Model: testModel(), Gateways: 1},
+			Log: accesslog.Options{Format: tt.format, Mapping: accesslog.Mapping{"x-tenant-id": "tenant"}}}, inputs)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.wantErr {
+			t.Errorf("%s: got error %q, want %q", tt.name, got, tt.wantErr)
+		}
+	}
+}

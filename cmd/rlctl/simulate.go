@@ -46,7 +46,8 @@ Inputs (--log, repeatable; "-" is stdin; gzip is detected):
   jsonl       any JSON lines; map keys with --field NAME=KEY (KEY may be a dotted path).
   csv         with a header row; map columns with --field NAME=COLUMN.
 A --field KEY for which no record has a value is warned about (the field would be empty in
-every record); one KEY feeds one NAME; --field is refused with --log-format envoy-text.
+every record); one KEY feeds one NAME; --field is refused when every log is in Envoy's text
+format, given (--log-format envoy-text) or detected.
 Without --log-format the format is detected from the first byte that is not white space: '{'
 is JSON, '[' Envoy's text format, anything else CSV. Every record needs a timestamp. Bad
 lines are counted, the first few reported with their line numbers, and skipped; more than

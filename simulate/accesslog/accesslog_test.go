@@ -622,17 +622,28 @@ func TestKeyPrecedence(t *testing.T) {
 }
 
 // Envoy's default text format has fixed fields: a mapping is refused when the format is given,
-// and left unseen when the format was detected (the mapping may be for the other logs).
+// and left unseen when the format was detected (the mapping may be for the other logs), unless
+// every log is in it (CheckMapping), which is refused as the format given is.
 func TestTextFormatMapping(t *testing.T) {
 	line := `[2024-05-01T12:00:00.001Z] "GET /a HTTP/1.1" 200 - 0 10 1 - "1.2.3.4" "ua" "id" "host" "10.0.0.1:80"` + "\n"
 	m := Mapping{"start_time": "ts"}
-	_, err := NewReader("log", strings.NewReader(line), Options{Format: FormatEnvoyText, Mapping: m})
-	if err == nil || !strings.Contains(err.Error(), "--field does not apply") {
-		t.Errorf("text log with --field: got %v, want a refusal", err)
+	_, given := NewReader("log", strings.NewReader(line), Options{Format: FormatEnvoyText, Mapping: m})
+	if given == nil || !strings.Contains(given.Error(), "--field does not apply") {
+		t.Errorf("text log with --field: got %v, want a refusal", given)
 	}
 	r, err := NewReader("log", strings.NewReader(line), Options{Mapping: m})
 	if err != nil {
 		t.Fatalf("detected text log with --field: %v", err)
+	}
+	if err := CheckMapping([]*Reader{r}, m); fmt.Sprint(err) != fmt.Sprint(given) {
+		t.Errorf("detected text log with --field: CheckMapping %v, want %v", err, given)
+	}
+	j, err := NewReader("j", strings.NewReader(`{"ts":"2024-05-01T12:00:00Z"}`+"\n"), Options{Mapping: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckMapping([]*Reader{r, j}, m); err != nil {
+		t.Errorf("detected text log among JSON ones: CheckMapping %v, want nil", err)
 	}
 	var rec Record
 	for r.Read(&rec) != io.EOF {

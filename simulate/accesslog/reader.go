@@ -85,9 +85,10 @@ var bufferSize = 256 << 10
 // Reader reads Records from one access log. It reads on one goroutine; the lines it reads
 // raw (ReadRaw) may be parsed on others (NewParser).
 type Reader struct {
-	name string
-	br   *bufio.Reader
-	line int64 // lines read
+	name   string
+	format Format // as given, or as detected
+	br     *bufio.Reader
+	line   int64 // lines read
 	// records are the lines ReadRaw returned: not blank, not a CSV header (Records).
 	records int64
 	buf     []byte // a long line spanning several buffer fills
@@ -158,6 +159,7 @@ func NewReader(name string, r io.Reader, opts Options) (_ *Reader, err error) {
 	if format == FormatAuto {
 		format = sniff(br)
 	}
+	rd.format = format
 	read, err := readFields(opts.Fields)
 	if err != nil {
 		return nil, err
@@ -174,8 +176,9 @@ func NewReader(name string, r io.Reader, opts Options) (_ *Reader, err error) {
 	case FormatEnvoyText:
 		if opts.Format == FormatEnvoyText && len(opts.Mapping) > 0 {
 			// The text format's fields are fixed by position; a mapping would be ignored. A
-			// text log detected among others leaves its mappings unseen instead (Unseen).
-			return nil, fmt.Errorf("%s: --field does not apply to Envoy's default text format, whose fields are fixed", name)
+			// text log detected among others leaves its mappings unseen instead (Unseen), and
+			// CheckMapping refuses a mapping when every log is one.
+			return nil, fixedFieldsError(name)
 		}
 		rd.newParse = func() (func(string, *Record) error, []bool) { return parseText, nil }
 	case FormatCSV:
@@ -199,6 +202,27 @@ func NewReader(name string, r io.Reader, opts Options) (_ *Reader, err error) {
 		runtime.AddCleanup(rd, (*readAhead).stop, ahead)
 	}
 	return rd, nil
+}
+
+// fixedFieldsError is the error of a --field mapping for a log in Envoy's text format.
+func fixedFieldsError(name string) error {
+	return fmt.Errorf("%s: --field does not apply to Envoy's default text format, whose fields are fixed", name)
+}
+
+// CheckMapping returns the error NewReader returns for a mapping with FormatEnvoyText given
+// when the readers' formats were detected instead and every one is Envoy's text format, whose
+// fields are fixed: the mapping would apply to none of the logs. A text log among logs of
+// other formats is no error: the mapping is for those (the text log leaves it unseen).
+func CheckMapping(readers []*Reader, m Mapping) error {
+	if len(m) == 0 || len(readers) == 0 {
+		return nil
+	}
+	for _, r := range readers {
+		if r.format != FormatEnvoyText {
+			return nil
+		}
+	}
+	return fixedFieldsError(readers[0].name)
 }
 
 // Close stops a gzip log's read-ahead, the goroutine that decompresses the log ahead of
