@@ -30,7 +30,8 @@ h3{font-size:15px;margin:18px 0 6px} .muted{color:#656d76;font-size:13px}
 .warn{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:6px 10px;margin:8px 0;font-size:14px}
 .bad{color:#cf222e} .ok{color:#1a7f37} .card b.none{font-size:16px;color:#656d76}
 table{border-collapse:collapse;font-size:13px;margin:8px 0} th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:right}
-th{background:#f6f8fa} td.l,th.l{text-align:left} code{font-size:12px}
+th{background:#f6f8fa} td.l,th.l{text-align:left} td:not(.l){white-space:nowrap}
+code{font-size:12px;overflow-wrap:anywhere}
 .charts{display:flex;flex-wrap:wrap;gap:16px} svg{background:#fff;border:1px solid #eaeef2;border-radius:4px}
 pre{background:#f6f8fa;padding:8px;font-size:12px;overflow-x:auto}
 th[title],.card[title]{cursor:help} th[title]{text-decoration:underline dotted #8c959f}
@@ -385,7 +386,7 @@ func writeYTicks(b *strings.Builder, step float64) {
 }
 
 // writeXTicks writes the times of the x axis's ticks, to the millisecond when they are that
-// close together.
+// close together, with the date when they are days apart, and then the year when they span years.
 func writeXTicks(b *strings.Builder, f frame) {
 	layout := "15:04:05"
 	switch tick := f.spanMs / ticks; {
@@ -393,6 +394,10 @@ func writeXTicks(b *strings.Builder, f frame) {
 		layout = "15:04:05.000"
 	case tick < 1000:
 		layout = "15:04:05.0"
+	case tick >= 86_400_000 && time.UnixMilli(f.startMs).UTC().Year() != time.UnixMilli(f.startMs+f.spanMs).UTC().Year():
+		// Ticks days apart in a span across years: the month and day alone could repeat, and
+		// the time of day left beside the year would make the labels overlap.
+		layout = "Jan 2 2006"
 	case f.spanMs > 86_400_000:
 		layout = "Jan 2 15:04" // a span of days: the time of day alone would repeat
 	}

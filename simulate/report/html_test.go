@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBucketSpans(t *testing.T) {
@@ -142,6 +143,45 @@ func TestHTMLRequestFigures(t *testing.T) {
 	}
 }
 
+// A long identity wraps in its cell rather than widen the page past its figures: code (an
+// identity, a rule's name) wraps anywhere, and the cells of figures never.
+func TestHTMLLongValuesWrap(t *testing.T) {
+	r := sample(1)
+	long := "tenant=" + strings.Repeat("A", 400)
+	r.Rules[0].TopDenied = []Identity{{Value: long, Denials: 35, Requests: 40}}
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	if !strings.Contains(s, "<td class=l><code>"+long+"</code></td><td>35</td>") {
+		t.Fatalf("HTML lacks the identity in a text cell beside its figures:\n%s", s)
+	}
+	css := styles(s)
+	for _, tt := range []struct{ selector, decl string }{
+		{"code", "overflow-wrap:anywhere"}, {"td:not(.l)", "white-space:nowrap"},
+	} {
+		if !slices.Contains(css[tt.selector], tt.decl) {
+			t.Errorf("style of %s: got %q, want %s among them", tt.selector, css[tt.selector], tt.decl)
+		}
+	}
+}
+
+// styles returns the declarations of each selector in page's style sheet, which writes each
+// rule on one line as SELECTOR,...{DECL;...}.
+func styles(page string) map[string][]string {
+	css := map[string][]string{}
+	_, sheet, _ := strings.Cut(page, "<style>")
+	sheet, _, _ = strings.Cut(sheet, "</style>")
+	for _, m := range regexp.MustCompile(`([^{}]+)\{([^{}]*)\}`).FindAllStringSubmatch(sheet, -1) {
+		for _, sel := range strings.Split(m[1], ",") {
+			sel = strings.TrimSpace(sel)
+			css[sel] = append(css[sel], strings.Split(m[2], ";")...)
+		}
+	}
+	return css
+}
+
 func TestHTMLOneBucket(t *testing.T) {
 	// A log shorter than a bucket: each chart has one point, which must be visible.
 	r := sample(1)
@@ -200,6 +240,33 @@ func TestSparseChartTicks(t *testing.T) {
 	}
 	if want := []string{"0", "0.0005", "0.001", "0.0015", "0.002"}; !slices.Equal(labels, want) {
 		t.Errorf("y ticks: got %q, want %q", labels, want)
+	}
+}
+
+// The x axis's labels say what the ticks' spacing needs: the fraction of a second, the date,
+// and, with ticks days apart, the year when the chart spans more than one.
+func TestXTicks(t *testing.T) {
+	day := int64(86_400_000)
+	start := time.Date(2024, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli()
+	for i, tt := range []struct {
+		spanMs int64
+		want   []string
+	}{
+		{200, []string{"12:00:00.000", "12:00:00.050", "12:00:00.100", "12:00:00.150", "12:00:00.200"}},
+		{4000, []string{"12:00:00", "12:00:01", "12:00:02", "12:00:03", "12:00:04"}},
+		{4 * day, []string{"Nov 30 12:00", "Dec 1 12:00", "Dec 2 12:00", "Dec 3 12:00", "Dec 4 12:00"}},
+		{40 * day, []string{"Nov 30 2024", "Dec 10 2024", "Dec 20 2024", "Dec 30 2024", "Jan 9 2025"}},
+		{4 * 365 * day, []string{"Nov 30 2024", "Nov 30 2025", "Nov 30 2026", "Nov 30 2027", "Nov 29 2028"}},
+	} {
+		var b strings.Builder
+		writeXTicks(&b, frame{startMs: start, spanMs: tt.spanMs, yMax: 1})
+		var got []string
+		for _, m := range regexp.MustCompile(`<text [^>]*>([^<]*)</text>`).FindAllStringSubmatch(b.String(), -1) {
+			got = append(got, m[1])
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("step %d: got %q, want %q", i, got, tt.want)
+		}
 	}
 }
 
