@@ -268,7 +268,7 @@ func TestShutdownReturnsLeases(t *testing.T) {
 		t.Fatalf("keys: got %v, %v; want one", keys, err)
 	}
 	tokens := func() int64 {
-		v, err := srv.Client().HGet(context.Background(), keys[0], "tok0").Int64()
+		v, err := srv.Client().HGet(context.Background(), keys[0], "tok:b60000").Int64()
 		if err != nil {
 			t.Fatal(err)
 		}

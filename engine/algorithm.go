@@ -7,9 +7,10 @@ import "fmt"
 // there, and TestRedisMatchesModel holds the two together.
 
 // slot is the stored state of one limit of a key: the fields of the key's hash
-// that belong to limit i (tok<i>, ts<i>, win<i>, cur<i>, prev<i>, len<i>). has
-// records which fields exist, so a policy that changes a limit's algorithm finds
-// the same fields in memory as in Redis.
+// that belong to the limit of identity id (tok, ts, win, cur, prev, len, each
+// followed by ":" and idSuffix(id); see identity.go). has records which fields
+// exist, so a policy that changes a limit's algorithm finds the same fields in
+// memory as in Redis.
 //
 // Calls with other limits than the ones a key's state was counted under are
 // normal: the instances of a fleet that has not all reloaded yet, and the
@@ -30,8 +31,22 @@ type slot struct {
 	cur  int64 // windows: count in the current window
 	prev int64 // sliding window: count in the previous window
 	wlen int64 // windows: the length of the window win starts, ms
-	has  uint8
+	// tag holds the identity the fields are stored under (limitID) above its low 6 bits,
+	// and in those which fields exist (has): one word, so that a slot stays 56 bytes.
+	tag uint64
 }
+
+// has returns which of s's fields exist.
+func (s *slot) has() uint8 { return uint8(s.tag & 63) }
+
+// set records that fields exist.
+func (s *slot) set(fields uint8) { s.tag |= uint64(fields) }
+
+// id is the identity s's fields are stored under.
+func (s *slot) id() int64 { return int64(s.tag >> 6) }
+
+// freshSlot is the empty state of identity id.
+func freshSlot(id int64) slot { return slot{tag: uint64(id) << 6} }
 
 const (
 	hasTok uint8 = 1 << iota
@@ -61,6 +76,8 @@ type exact struct {
 	// fill is refillMs: the token bucket's time to fill from empty, ⌈capacity·tu/rate⌉, or
 	// one window. advance and ttl use it on every take, so it too is worked out once.
 	fill int64
+	// id is the identity the limit's state is stored under (limitID), set by exactLimits.
+	id int64
 }
 
 // windowOf is the start of the window of l (a fixed or sliding window) that
@@ -83,11 +100,25 @@ func exactLimits(dst []exact, key string, limits []Limit) ([]exact, error) {
 	if len(limits) == 0 {
 		return dst, fmt.Errorf("%w: key %q: no limits", ErrBadRequest, key)
 	}
+	if len(limits) > MaxLimits {
+		return dst, fmt.Errorf("%w: key %q: %d limits, more than %d", ErrBadRequest, key, len(limits), MaxLimits)
+	}
+	start := len(dst)
 	for i, l := range limits {
 		x, err := l.validExact()
 		if err != nil {
 			return dst, fmt.Errorf("%w: key %q: limit %d: %w", ErrBadRequest, key, i, err)
 		}
+		dup := 0
+		for _, y := range dst[start:] {
+			if sameKind(y.Limit, l) {
+				dup++
+			}
+		}
+		if dup >= MaxAlike {
+			return dst, fmt.Errorf("%w: key %q: limit %d: more than %d limits of one family and window", ErrBadRequest, key, i, MaxAlike)
+		}
+		x.id = limitID(l, dup)
 		dst = append(dst, x)
 	}
 	return dst, nil
@@ -101,9 +132,9 @@ func (l *exact) advance(s *slot, now int64) {
 	switch l.Algorithm {
 	case TokenBucket:
 		capU := l.capacity * l.tu
-		if s.has&hasBucket != hasBucket {
+		if s.has()&hasBucket != hasBucket {
 			s.tok, s.ts = capU, now
-			s.has |= hasBucket
+			s.set(hasBucket)
 			return
 		}
 		s.tok = clamp(s.tok, 0, capU)
@@ -119,26 +150,26 @@ func (l *exact) advance(s *slot, now int64) {
 	case SlidingWindow, FixedWindow:
 		sliding := l.Algorithm == SlidingWindow
 		start := l.windowOf(now)
-		if s.has&hasFixed != hasFixed {
+		if s.has()&hasFixed != hasFixed {
 			s.win, s.cur, s.wlen = start, 0, l.Window
-			s.has |= hasFixed | hasLen
+			s.set(hasFixed | hasLen)
 			if sliding {
 				s.prev = 0
-				s.has |= hasPrev
+				s.set(hasPrev)
 			}
 			return
 		}
-		if sliding && s.has&hasPrev == 0 {
+		if sliding && s.has()&hasPrev == 0 {
 			// A fixed window's state: its count stands, with nothing before it.
 			s.prev = 0
-			s.has |= hasPrev
+			s.set(hasPrev)
 		}
 		s.cur = clamp(s.cur, 0, MaxExact)
 		s.win = clamp(s.win, 0, MaxExact)
 		if sliding {
 			s.prev = clamp(s.prev, 0, MaxExact)
 		}
-		if s.has&hasLen != 0 && s.wlen != l.Window {
+		if s.has()&hasLen != 0 && s.wlen != l.Window {
 			s.wlen = clamp(s.wlen, 0, MaxExact)
 			if lasting(s, now) {
 				return // decided against as it stands (foreign)
@@ -152,7 +183,7 @@ func (l *exact) advance(s *slot, now int64) {
 			s.win = l.windowOf(last)
 		}
 		s.wlen = l.Window
-		s.has |= hasLen
+		s.set(hasLen)
 		if now < s.win {
 			now = s.win
 			start = l.windowOf(now)
@@ -182,22 +213,20 @@ func owned(a Algorithm) uint8 {
 	}
 }
 
-// others reports whether slots hold fields that limits do not own: another algorithm's, or
-// a limit's beyond theirs (state of a policy before or after a reload). A call with limits
-// must not shorten the TTL of state it does not know: the instances that do may still count
-// in it. The scripts tell the same from markers in their HMGET (common.lua's MARKERS): every
-// call writes the whole set of fields of each of its limits, from the first limit on, so one
-// field of a set tells that the set is there. (A hash edited by hand, holding a lone field of
-// a set, may read otherwise there.) Such state stays in the hash for as long as calls keep
-// the key alive, and each script call on it then reads the TTL (a PTTL: six Redis commands
-// instead of five).
+// others reports whether slots (aligned to limits: see align) hold fields that limits do not
+// own: the states no limit took, which follow the limits' own (a policy's before or after a
+// reload), or another algorithm's fields of a limit's own family (a sliding window's prev
+// under a fixed window). A call with limits must not shorten the TTL of state it does not
+// know: the instances that do may still count in it. common.lua's load tells the same from
+// the hash it reads. Such state stays in the hash for as long as calls keep the key alive,
+// and each script call on it then reads the TTL (a PTTL: six Redis commands instead of five).
 func others(limits []exact, slots []slot) bool {
 	for i := range slots {
 		var own uint8
 		if i < len(limits) {
 			own = owned(limits[i].Algorithm)
 		}
-		if slots[i].has&^own != 0 {
+		if slots[i].has()&^own != 0 {
 			return true
 		}
 	}
@@ -212,7 +241,7 @@ func lasting(s *slot, now int64) bool {
 // foreign reports whether advanced state s is a window of another length than l's, which
 // lasts: l decides against it as it stands and counts in it.
 func (l *exact) foreign(s *slot) bool {
-	return l.Algorithm != TokenBucket && s.has&hasLen != 0 && s.wlen != l.Window
+	return l.Algorithm != TokenBucket && s.has()&hasLen != 0 && s.wlen != l.Window
 }
 
 // effective is the time a decision on advanced state s is made at: never
@@ -364,7 +393,7 @@ func take(limits []exact, slots []slot, now, want, need int64) (res Result, keep
 func giveBack(limits []exact, slots []slot, now, n, takenAt int64) (keep bool) {
 	for i := range limits {
 		l := &limits[i]
-		if s := &slots[i]; l.Algorithm != TokenBucket && s.has&(hasFixed|hasLen) == hasFixed|hasLen && s.wlen != l.Window && lasting(s, now) {
+		if s := &slots[i]; l.Algorithm != TokenBucket && s.has()&(hasFixed|hasLen) == hasFixed|hasLen && s.wlen != l.Window && lasting(s, now) {
 			keep = true
 			continue
 		}

@@ -102,10 +102,10 @@ type diffKeyState struct {
 	now    int64 // virtual clock of a key on explicit times
 	taken  int64 // Now of the last grant, for returns
 
-	exp      memExpiry // the model's expiry after the last op
-	opLimits []Limit   // the limits of the last op
-	fields   uint16    // fieldMask of every op since the state was fresh
-	corrupt  bool      // a field was overwritten since the state was fresh
+	exp      memExpiry       // the model's expiry after the last op
+	opLimits []Limit         // the limits of the last op
+	fields   map[string]bool // the names of the fields the model held after each op since the state was fresh
+	corrupt  bool            // a field was overwritten since the state was fresh
 }
 
 // memExpiry is how Memory tracks a key's expiry: the latest time it has seen
@@ -136,43 +136,93 @@ func (k *diffKeyState) begin(now int64, limits []Limit) (fresh, drop bool) {
 	if now < k.exp.expire {
 		return false, false
 	}
-	drop = k.opLimits != nil && (k.corrupt || k.fields&^fieldMask(limits) != 0 || !slices.Equal(k.opLimits, limits))
-	k.exp, k.fields, k.corrupt = memExpiry{}, 0, false
+	drop = k.opLimits != nil && (k.corrupt || !ownsAll(limits, k.fields) || !slices.Equal(k.opLimits, limits))
+	k.exp, k.fields, k.corrupt = memExpiry{}, nil, false
 	return true, drop
 }
 
 // end records an op at now with limits and returns the expiry the model
 // must have after it: TTL(limits) after the latest time the key has seen, or
 // with keep (see keepsTTL) the expiry it had when that is later.
-func (k *diffKeyState) end(now int64, limits []Limit, keep bool) memExpiry {
+func (k *diffKeyState) end(now int64, limits []Limit, keep bool, fields map[string]int64) memExpiry {
 	k.exp.last = max(k.exp.last, now)
 	if keep {
 		k.exp.expire = max(k.exp.expire, k.exp.last+TTL(limits))
 	} else {
 		k.exp.expire = k.exp.last + TTL(limits)
 	}
-	k.fields |= fieldMask(limits)
+	if k.fields == nil {
+		k.fields = map[string]bool{}
+	}
+	for f := range fields {
+		k.fields[f] = true
+	}
 	k.opLimits = limits
 	return k.exp
 }
 
 // keepsTTL reports whether an op at now with limits, on state with fields, meets a window of
 // another length that lasts (see slot), or fields the limits do not own (others): then the
-// key's TTL is not shortened.
+// key's TTL is not shortened. It pairs the limits with the stored states as identity.go says,
+// written again here from that description.
 func keepsTTL(fields map[string]int64, limits []Limit, now int64) bool {
 	owns := map[Algorithm][]string{TokenBucket: {"tok", "ts"}, SlidingWindow: {"win", "cur", "len", "prev"}, FixedWindow: {"win", "cur", "len"}}
-	for name := range fields {
-		base := strings.TrimRight(name, "0123456789")
-		i, _ := strconv.Atoi(name[len(base):])
-		if i >= len(limits) || !slices.Contains(owns[limits[i].Algorithm], base) {
+	states := map[string]map[string]int64{} // by identity suffix
+	for f, v := range fields {
+		name, id, ok := strings.Cut(f, ":")
+		if !ok {
+			return true
+		}
+		if states[id] == nil {
+			states[id] = map[string]int64{}
+		}
+		states[id][name] = v
+	}
+	ids := limitSuffixes(limits)
+	taken := map[string]bool{}
+	pair := make([]string, len(limits))
+	for i, id := range ids {
+		if states[id] != nil {
+			pair[i], taken[id] = id, true
+		}
+	}
+	for {
+		i := -1
+		for k := range limits {
+			if pair[k] == "" && (i < 0 || limits[k].Window > limits[i].Window) {
+				i = k
+			}
+		}
+		if i < 0 {
+			break
+		}
+		pair[i] = ids[i] // fresh, unless it adopts
+		best, bw, bd := "", int64(-1), int64(0)
+		for id := range states {
+			fam, w, d := parseSuffix(id)
+			if !taken[id] && fam == (limits[i].Algorithm == TokenBucket) && (w > bw || w == bw && d < bd) {
+				best, bw, bd = id, w, d
+			}
+		}
+		if best != "" {
+			pair[i], taken[best] = best, true
+		}
+	}
+	for id := range states {
+		if !taken[id] {
 			return true
 		}
 	}
 	for i, l := range limits {
-		n := strconv.Itoa(i)
-		ln, hasLen := fields["len"+n]
-		win, hasWin := fields["win"+n]
-		_, hasCur := fields["cur"+n]
+		s := states[pair[i]]
+		for name := range s {
+			if !slices.Contains(owns[l.Algorithm], name) {
+				return true
+			}
+		}
+		ln, hasLen := s["len"]
+		win, hasWin := s["win"]
+		_, hasCur := s["cur"]
 		if l.Algorithm != TokenBucket && hasLen && hasWin && hasCur && ln != l.Window &&
 			now < clamp(win, 0, MaxExact)+clamp(ln, 0, MaxExact) {
 			return true
@@ -181,14 +231,51 @@ func keepsTTL(fields map[string]int64, limits []Limit, now int64) bool {
 	return false
 }
 
-// fieldMask has a bit per hash field the limits' algorithms own: five per
-// limit (tok, ts, win, cur, prev).
-func fieldMask(limits []Limit) uint16 {
-	var m uint16
+// limitSuffixes returns the identity suffix of each of limits, as the test writes them:
+// "b" or "w", the window, and "#" and the count of earlier limits alike when above 0.
+func limitSuffixes(limits []Limit) []string {
+	out := make([]string, len(limits))
+	seen := map[string]int{}
 	for i, l := range limits {
-		m |= [...]uint16{TokenBucket: 0b00011, SlidingWindow: 0b11100, FixedWindow: 0b01100}[l.Algorithm] << (5 * i)
+		id := "w"
+		if l.Algorithm == TokenBucket {
+			id = "b"
+		}
+		id += strconv.FormatInt(l.Window, 10)
+		n := seen[id]
+		seen[id]++
+		if n > 0 {
+			id += "#" + strconv.Itoa(n)
+		}
+		out[i] = id
 	}
-	return m
+	return out
+}
+
+// parseSuffix reads an identity suffix: whether it is a bucket's, its window and its dup.
+func parseSuffix(id string) (bucket bool, window, dup int64) {
+	base, d, _ := strings.Cut(id, "#")
+	window, _ = strconv.ParseInt(base[1:], 10, 64)
+	dup, _ = strconv.ParseInt(d, 10, 64)
+	return base[0] == 'b', window, dup
+}
+
+// ownsAll reports whether every field name in names is one the limits' algorithms own under
+// their own identities: then the hash holds only what fresh state under limits would.
+func ownsAll(limits []Limit, names map[string]bool) bool {
+	owns := map[Algorithm][]string{TokenBucket: {"tok", "ts"}, SlidingWindow: {"win", "cur", "len", "prev"}, FixedWindow: {"win", "cur", "len"}}
+	own := map[string]bool{}
+	for i, id := range limitSuffixes(limits) {
+		for _, n := range owns[limits[i].Algorithm] {
+			own[n+":"+id] = true
+		}
+	}
+	for f := range names {
+		if !own[f] {
+			return false
+		}
+	}
+	return true
 }
 
 // diffModel is the model side of the differential for one goroutine: the
@@ -235,15 +322,19 @@ func (d *diffModel) after(key string) (map[string]int64, memExpiry, error) {
 	return f, e, nil
 }
 
-// corrupt overwrites field f (for example "ts1") of key's state in d's
+// corrupt overwrites field f (for example "ts:b60000") of key's state in d's
 // Memory and twin, as a stray write or an older script could leave it in
 // the Redis hash: the clamps of advance must bring it back into range.
 func (d *diffModel) corrupt(key, f string, v int64) {
-	name := strings.TrimRight(f, "0123456789")
-	i, _ := strconv.Atoi(f[len(name):])
+	name, id, _ := strings.Cut(f, ":")
 	for _, m := range []*Memory{d.m, d.twin} {
 		sh := m.lock(key)
-		s := &sh.m[key].slots[i]
+		var s *slot
+		for i := range sh.m[key].slots {
+			if idSuffix(sh.m[key].slots[i].id()) == id {
+				s = &sh.m[key].slots[i]
+			}
+		}
 		switch name {
 		case "tok":
 			s.tok = v
@@ -438,7 +529,7 @@ func differential(t *testing.T, c redis.UniversalClient, ops int, seed, stream u
 				if p.fields, p.exp, err = gen.after(k.key); err != nil {
 					t.Fatal(err)
 				}
-				p.want = k.end(k.now, k.limits, p.keep)
+				p.want = k.end(k.now, k.limits, p.keep, p.fields)
 			}
 			p.pttl = pipe.Do(ctx, "PTTL", k.key)
 			p.state = pipe.HGetAll(ctx, k.key)
@@ -490,7 +581,7 @@ func checkClockOp(ctx context.Context, d *diffModel, redisNow *int64, lo, hi int
 	if err != nil {
 		return fmt.Sprintf("model at redis time %d: %v", now, err)
 	}
-	p.want = p.k.end(now, limits, p.keep)
+	p.want = p.k.end(now, limits, p.keep, p.fields)
 	return ""
 }
 
@@ -655,14 +746,15 @@ func randomLimit(rng *rand.Rand) Limit {
 
 // reload returns limits as a policy reload changes them: a burst shrinks,
 // requests drop, a window changes, an algorithm switches, a limit is added
-// or removed (shifting the limits after it onto other fields), capacity
-// grows, or everything is replaced. The result is a new, valid slice.
+// or removed (before others, whose state stays theirs), the limits are
+// reordered, capacity grows, or everything is replaced. The result is a new,
+// valid slice.
 func reload(rng *rand.Rand, limits []Limit) []Limit {
 	for {
 		ls := slices.Clone(limits)
 		i := rng.IntN(len(ls))
 		l := &ls[i]
-		switch rng.IntN(9) {
+		switch rng.IntN(10) {
 		case 0, 1:
 			l.Burst = 1 + rng.Int64N(l.Capacity())
 		case 2, 3:
@@ -683,6 +775,8 @@ func reload(rng *rand.Rand, limits []Limit) []Limit {
 			} else {
 				l.Requests, l.Burst = l.Requests*(1+rng.Int64N(10)), l.Burst*(1+rng.Int64N(10))
 			}
+		case 8:
+			rng.Shuffle(len(ls), func(a, b int) { ls[a], ls[b] = ls[b], ls[a] })
 		default:
 			ls = randomLimits(rng)
 		}
@@ -700,8 +794,9 @@ func reload(rng *rand.Rand, limits []Limit) []Limit {
 // exclude: a bucket over its capacity, which advance clamps, or a window's count
 // over its limit, which stays as it is and denies.
 func overRange(fields map[string]int64, limits []Limit) bool {
-	for i, l := range limits {
-		n := strconv.Itoa(i)
+	for i, id := range limitSuffixes(limits) {
+		l := limits[i]
+		n := ":" + id
 		x := l.exact()
 		if l.Algorithm == TokenBucket {
 			if v, ok := fields["tok"+n]; ok && v > x.capacity*x.tu {

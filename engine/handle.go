@@ -172,13 +172,13 @@ func (h *MemoryHandle) Take(want, need, now int64) (Result, error) {
 	e := h.e
 	switch {
 	case e == nil:
-		e = sh.entry(h.key, false, len(xs), now)
+		e = sh.entry(h.key, false, xs, now)
 		h.e = e
 	case e.dropped:
-		e = sh.reentry(h.key, e, len(xs), now)
+		e = sh.reentry(h.key, e, xs, now)
 		h.e = e
 	default:
-		e.renew(len(xs), now)
+		e.renew(xs, now)
 	}
 	res, keep := take(xs, e.slots, now, want, need)
 	sh.touch(e, xs, now, m.ttlOf(xs), keep)

@@ -280,7 +280,7 @@ func TestLeaseHandleRevives(t *testing.T) {
 		if !keyed {
 			// The state was fresh again: a full bucket of 10 gave a lease of MinLease 2, and
 			// a token is 100 units.
-			if got, want := store.Fields("k")["tok0"], int64(8*100); got != want {
+			if got, want := store.Fields("k")["tok:b1000"], int64(8*100); got != want {
 				t.Errorf("step %d: store holds %d units, want %d", i, got, want)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,8 +178,8 @@ func (m *Memory) take(key string, clone bool, r *TakeRequest) (Result, error) {
 	}
 	var e *memEntry
 	if clone {
-		e = sh.entry(key, true, len(limits), now)
-	} else if e, err = m.hinted(sh, key, r.hint, len(limits), now); err != nil {
+		e = sh.entry(key, true, limits, now)
+	} else if e, err = m.hinted(sh, key, r.hint, limits, now); err != nil {
 		return Result{}, err
 	}
 	res, keep := take(limits, e.slots, now, want, need)
@@ -207,7 +206,7 @@ func (m *Memory) Return(_ context.Context, r ReturnRequest) error {
 	if err != nil {
 		return err
 	}
-	e, err := m.hinted(sh, r.Key, r.hint, len(limits), now)
+	e, err := m.hinted(sh, r.Key, r.hint, limits, now)
 	if err != nil {
 		return err
 	}
@@ -258,7 +257,9 @@ func (m *Memory) Len() int {
 }
 
 // Fields returns the state of key as the fields of its Redis hash (for
-// example "tok0", "ts0", "win1", "cur1", "len1"), or nil when the key has none. Tests
+// example "tok:b60000", "ts:b60000", "win:w3600000", "cur:w3600000", "len:w3600000":
+// a field's name and the identity of the limit it belongs to, idSuffix), or nil when
+// the key has none. Tests
 // compare it with HGETALL; the simulator may report it.
 func (m *Memory) Fields(key string) map[string]int64 {
 	sh := m.lock(key)
@@ -268,14 +269,14 @@ func (m *Memory) Fields(key string) map[string]int64 {
 		return nil
 	}
 	f := make(map[string]int64)
-	for i, s := range e.slots {
-		n := strconv.Itoa(i)
+	for _, s := range e.slots {
+		n := ":" + idSuffix(s.id())
 		for _, fv := range [...]struct {
 			bit  uint8
 			name string
 			v    int64
 		}{{hasTok, "tok", s.tok}, {hasTs, "ts", s.ts}, {hasWin, "win", s.win}, {hasCur, "cur", s.cur}, {hasPrev, "prev", s.prev}, {hasLen, "len", s.wlen}} {
-			if s.has&fv.bit != 0 {
+			if s.has()&fv.bit != 0 {
 				f[fv.name+n] = fv.v
 			}
 		}
@@ -320,7 +321,7 @@ func (m *Memory) unlock(sh *memShard) {
 // entry returns key's state with room for n limits, fresh when it has expired.
 // clone says key is a borrowed view to copy before it is stored. The caller
 // holds sh's lock.
-func (sh *memShard) entry(key string, clone bool, n int, now int64) *memEntry {
+func (sh *memShard) entry(key string, clone bool, xs []exact, now int64) *memEntry {
 	var e *memEntry
 	if !sh.unindexed {
 		e = sh.m[key]
@@ -333,7 +334,7 @@ func (sh *memShard) entry(key string, clone bool, n int, now int64) *memEntry {
 		e.slots = e.inline[:0]
 		sh.add(key, e)
 	}
-	e.renew(n, now)
+	e.renew(xs, now)
 	return e
 }
 
@@ -341,7 +342,7 @@ func (sh *memShard) entry(key string, clone bool, n int, now int64) *memEntry {
 // dropped it: the entry a keyed call made since, or else old itself, fresh
 // and back in the map, so that a key that comes back costs no allocation.
 // The caller holds sh's lock; key must not change afterwards.
-func (sh *memShard) reentry(key string, old *memEntry, n int, now int64) *memEntry {
+func (sh *memShard) reentry(key string, old *memEntry, xs []exact, now int64) *memEntry {
 	var e *memEntry
 	if !sh.unindexed {
 		e = sh.m[key]
@@ -351,7 +352,7 @@ func (sh *memShard) reentry(key string, old *memEntry, n int, now int64) *memEnt
 		e.slots, e.last, e.expire, e.dropped = e.slots[:0], 0, 0, false
 		sh.add(key, e)
 	}
-	e.renew(n, now)
+	e.renew(xs, now)
 	return e
 }
 
@@ -417,26 +418,26 @@ func (h storeHint) renewed() storeHint {
 // hinted is sh.entry for a request that may carry a hint. The caller
 // holds sh's lock; key must not change afterwards. A Memory of handles only
 // takes the entry of the hint's cell, and fails without one.
-func (m *Memory) hinted(sh *memShard, key string, h *storeHint, n int, now int64) (*memEntry, error) {
+func (m *Memory) hinted(sh *memShard, key string, h *storeHint, xs []exact, now int64) (*memEntry, error) {
 	if sh.unindexed {
 		if !h.isCell() {
 			return nil, ErrHandlesOnly
 		}
-		return m.cellEntry(sh, h.e, key, n, now)
+		return m.cellEntry(sh, h.e, key, xs, now)
 	}
 	if !m.single || h == nil {
-		return sh.entry(key, false, n, now), nil
+		return sh.entry(key, false, xs, now), nil
 	}
 	if e := h.e; h.m == m && e != nil && e.key == key {
 		if e.dropped {
-			e = sh.reentry(key, e, n, now)
+			e = sh.reentry(key, e, xs, now)
 			h.e = e
 		} else {
-			e.renew(n, now)
+			e.renew(xs, now)
 		}
 		return e, nil
 	}
-	e := sh.entry(key, false, n, now)
+	e := sh.entry(key, false, xs, now)
 	*h = storeHint{m: m, e: e}
 	return e, nil
 }
@@ -463,7 +464,7 @@ var ErrCell = errors.New("engine: a MemoryCell or CellPlan used with another Mem
 // cellEntry returns e, the entry of a MemoryCell, as key's state in m with
 // room for n limits, fresh when it has expired or Expire dropped it. The
 // caller holds sh's lock, sh being m's one shard.
-func (m *Memory) cellEntry(sh *memShard, e *memEntry, key string, n int, now int64) (*memEntry, error) {
+func (m *Memory) cellEntry(sh *memShard, e *memEntry, key string, xs []exact, now int64) (*memEntry, error) {
 	switch {
 	case e.owner == nil:
 		e.owner, e.key, e.dueAt = m, key, notDue
@@ -475,7 +476,7 @@ func (m *Memory) cellEntry(sh *memShard, e *memEntry, key string, n int, now int
 		e.slots, e.last, e.expire, e.dropped = e.slots[:0], 0, 0, false
 		sh.add(key, e)
 	}
-	e.renew(n, now)
+	e.renew(xs, now)
 	return e, nil
 }
 
@@ -490,7 +491,7 @@ func (m *Memory) TakeCell(c *MemoryCell, key string, limits []Limit, want, need,
 	if err != nil {
 		return Result{}, err
 	}
-	e, err := m.cellEntry(sh, &c.e, key, len(xs), now)
+	e, err := m.cellEntry(sh, &c.e, key, xs, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -541,7 +542,7 @@ func (m *Memory) TakePlanned(c *MemoryCell, key string, plan *CellPlan, now int6
 		return Result{}, err
 	}
 	sh := &m.shards[0]
-	e, err := m.cellEntry(sh, &c.e, key, len(plan.xs), now)
+	e, err := m.cellEntry(sh, &c.e, key, plan.xs, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -555,14 +556,25 @@ func (m *Memory) LiveCell(c *MemoryCell) bool {
 	return c.e.owner == m && !c.e.dropped
 }
 
-// renew makes e fresh when it has expired at now, and gives it room for n limits.
-func (e *memEntry) renew(n int, now int64) {
+// renew makes e fresh when it has expired at now, and gives its slots the order of xs
+// (align).
+func (e *memEntry) renew(xs []exact, now int64) {
 	if now >= e.expire {
 		e.slots, e.last, e.expire = e.slots[:0], 0, 0
 	}
-	for len(e.slots) < n {
-		e.slots = append(e.slots, slot{})
+	if len(e.slots) >= len(xs) {
+		aligned := true
+		for i := range xs {
+			if e.slots[i].id() != xs[i].id {
+				aligned = false
+				break
+			}
+		}
+		if aligned {
+			return
+		}
 	}
+	e.slots = align(xs, e.slots)
 }
 
 // touch renews e's TTL from the latest time the key has seen: a clock that

@@ -24,8 +24,9 @@ type Store interface {
 // A TakeRequest asks a Store for tokens.
 type TakeRequest struct {
 	Key string
-	// Limits are all the limits of Key, in a fixed order: the state of
-	// limit i is stored under index i.
+	// Limits are all the limits of Key. A limit's state is stored under its
+	// identity (its family and window: see identity.go), not its place in
+	// the list.
 	Limits []Limit
 	// Want is how many tokens to take, at least 1: a request's cost, or a
 	// lease's batch size.

@@ -37,89 +37,144 @@ local function clock(arg)
   return tonumber(t[1]) * 1000 + idiv(tonumber(t[2]), 1000)
 end
 
--- Field names per algorithm (0 token bucket, 1 sliding, 2 fixed window);
--- limit i owns the names suffixed with i - 1. A window's len is the length of
--- the window win starts (absent from state stored before it was recorded).
+-- Field names per algorithm (0 token bucket, 1 sliding, 2 fixed window). A
+-- field's full name is the name, ':' and the identity of the limit it belongs
+-- to (engine/identity.go): 'b' for a bucket or 'w' for a window, the length in
+-- ms, and '#' and dup for the dup-th earlier limit of the same two. A window's
+-- len is the length of the window win starts (absent from state stored before
+-- it was recorded).
 local FIELDS = {[0] = {'tok', 'ts'}, {'win', 'cur', 'len', 'prev'}, {'win', 'cur', 'len'}}
+local OWN = {[0] = {tok = true, ts = true}, {win = true, cur = true, len = true, prev = true}, {win = true, cur = true, len = true}}
 
 -- limits parses the limits from ARGV starting after index base: per limit
 -- algorithm, requests, window, capacity, token units, rate.
 local function limits(n, base)
-  local ls = {}
+  local ls, seen = {}, {}
   for i = 1, n do
     local b = base + (i - 1) * 6
-    local algo, sfx, f = tonumber(ARGV[b + 1]), tostring(i - 1), {}
-    for j, name in ipairs(FIELDS[algo]) do f[j] = name .. sfx end
+    local algo, win = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 3])
+    local fam = 'w'
+    if algo == 0 then fam = 'b' end
+    local id = fam .. string.format('%d', win)
+    local dup = seen[id] or 0
+    seen[id] = dup + 1
+    if dup > 0 then id = id .. '#' .. dup end
     ls[i] = {
-      algo = algo, req = tonumber(ARGV[b + 2]), win = tonumber(ARGV[b + 3]),
-      cap = tonumber(ARGV[b + 4]), tu = tonumber(ARGV[b + 5]), rate = tonumber(ARGV[b + 6]), f = f,
+      algo = algo, req = tonumber(ARGV[b + 2]), win = win,
+      cap = tonumber(ARGV[b + 4]), tu = tonumber(ARGV[b + 5]), rate = tonumber(ARGV[b + 6]), fam = fam, id = id,
     }
   end
   return ls
 end
 
--- MARKERS are, per algorithm, fields that only other algorithms write: the
--- whole set a limit's algorithm writes is there once it has written (a
--- window's win, cur and len, a sliding window's prev, a bucket's tok and ts),
--- so one of each other set tells that it is there.
-local MARKERS = {[0] = {'win'}, {'tok'}, {'tok', 'prev'}}
-
--- load reads the fields every limit's algorithm owns with one HMGET; a
--- missing field is nil. The same HMGET reads markers of state the limits do
--- not own (see others): another algorithm's fields at a limit's index, or a
--- limit's beyond theirs (every call writes its limits from the first, so the
--- next index tells).
-local function load(key, ls)
-  local fields = {}
-  for _, l in ipairs(ls) do
-    for _, f in ipairs(l.f) do fields[#fields + 1] = f end
-  end
-  local own = #fields
-  for i, l in ipairs(ls) do
-    for _, f in ipairs(MARKERS[l.algo]) do fields[#fields + 1] = f .. tostring(i - 1) end
-  end
-  fields[#fields + 1] = 'tok' .. tostring(#ls)
-  fields[#fields + 1] = 'win' .. tostring(#ls)
-  local vals = redis.call('HMGET', key, unpack(fields))
-  local sts, k = {}, 0
-  for i, l in ipairs(ls) do
-    local v = {}
-    for j = 1, #l.f do
-      k = k + 1
-      if vals[k] then v[j] = tonumber(vals[k]) end
-    end
-    if l.algo == 0 then
-      sts[i] = {tok = v[1], ts = v[2]}
-    else
-      sts[i] = {win = v[1], cur = v[2], len = v[3], prev = v[4]}
-    end
-  end
-  local others = false
-  for j = own + 1, #fields do
-    if vals[j] then others = true end
-  end
-  return sts, others
+-- parseid returns an identity's family, length and dup, or nil for a name
+-- that is not one.
+local function parseid(id)
+  local fam, w, d = string.match(id, '^([bw])(%d+)#?(%d*)$')
+  if not fam then return nil end
+  if d == '' then d = '0' end
+  return fam, tonumber(w), tonumber(d)
 end
 
--- save writes back the fields each limit's algorithm owns, but for a state
--- marked kept (a window of another length that a return leaves as it is), and
--- renews the TTL; with keep (a foreign or kept window, or state the limits do
--- not own: a policy's before or after a reload, which its instances may still
--- count in) it does not shorten it.
-local function save(key, ls, sts, ttl, keep)
-  local args, k = {}, 0
+-- load reads the key's hash (HGETALL) and returns the state of each limit,
+-- with the others flag: the hash holds state no limit takes (a policy's before
+-- or after a reload, which its instances may still count in), or fields a
+-- limit's algorithm does not own. A limit takes the state stored under its
+-- identity; failing that, a state of its place as a hash stored before fields
+-- named identities held it (legacy, which save then deletes); failing that, it
+-- adopts the unused state of its family of the longest window (then the lowest
+-- dup), the limits left taking their pick longest window first, then in their
+-- order; failing that, fresh state. A state keeps the identity it was stored
+-- under (s.id), under which save writes it back.
+local function load(key, ls)
+  local h = redis.call('HGETALL', key)
+  local states, legacy, stale, others = {}, {}, {}, false
+  for k = 1, #h, 2 do
+    local f, v = h[k], tonumber(h[k + 1])
+    local name, id = string.match(f, '^(%a+):(.+)$')
+    if name then
+      states[id] = states[id] or {}
+      states[id][name] = v
+    else
+      local lname, at = string.match(f, '^(%a+)(%d+)$')
+      if lname then
+        legacy[at] = legacy[at] or {}
+        legacy[at][lname] = v
+        stale[#stale + 1] = f
+      else
+        others = true
+      end
+    end
+  end
+  local sts, used = {}, {}
+  for i, l in ipairs(ls) do
+    if states[l.id] then
+      sts[i], used[l.id] = states[l.id], true
+      sts[i].id = l.id
+    end
+  end
+  for i, l in ipairs(ls) do
+    local lg = legacy[tostring(i - 1)]
+    if not sts[i] and lg and ((l.algo == 0 and (lg.tok or lg.ts)) or (l.algo ~= 0 and (lg.win or lg.cur))) then
+      local s = {id = l.id, legacy = true}
+      for name in pairs(OWN[l.algo]) do s[name] = lg[name] end
+      sts[i] = s
+    end
+  end
+  while true do
+    local i = nil
+    for k, l in ipairs(ls) do
+      if not sts[k] and (i == nil or l.win > ls[i].win) then i = k end
+    end
+    if i == nil then break end
+    local best, bw, bd = nil, nil, nil
+    for id in pairs(states) do
+      local fam, w, d = parseid(id)
+      if not used[id] and fam == ls[i].fam and (best == nil or w > bw or (w == bw and d < bd)) then
+        best, bw, bd = id, w, d
+      end
+    end
+    if best then
+      sts[i], used[best] = states[best], true
+      sts[i].id = best
+    else
+      sts[i] = {id = ls[i].id}
+    end
+  end
+  for id in pairs(states) do
+    if not used[id] then others = true end
+  end
+  for i, l in ipairs(ls) do
+    for name in pairs(sts[i]) do
+      if name ~= 'id' and name ~= 'legacy' and not OWN[l.algo][name] then others = true end
+    end
+  end
+  return sts, others, stale
+end
+
+-- save writes back the fields each limit's algorithm owns, under its state's
+-- identity, but for a state marked kept (a window of another length that a
+-- return leaves as it is); deletes the fields of a legacy hash, unless a kept
+-- state came from them; and renews the TTL; with keep (a foreign or kept
+-- window, or state the limits do not own: a policy's before or after a reload,
+-- which its instances may still count in) it does not shorten it.
+local function save(key, ls, sts, ttl, keep, stale)
+  local args, k, keptLegacy = {}, 0, false
   for i, l in ipairs(ls) do
     local s = sts[i]
     local v = {s.win, s.cur, s.len, s.prev}
     if l.algo == 0 then v = {s.tok, s.ts} end
-    if not s.kept then
-      for j, f in ipairs(l.f) do
-        args[k + 1], args[k + 2] = f, string.format('%d', v[j])
+    if s.kept then
+      keptLegacy = keptLegacy or s.legacy
+    else
+      for j, f in ipairs(FIELDS[l.algo]) do
+        args[k + 1], args[k + 2] = f .. ':' .. s.id, string.format('%d', v[j])
         k = k + 2
       end
     end
   end
   if k > 0 then redis.call('HSET', key, unpack(args)) end
+  if #stale > 0 and not keptLegacy then redis.call('HDEL', key, unpack(stale)) end
   if keep then
     local left = redis.call('PTTL', key)
     if left > ttl then ttl = left end

@@ -5,7 +5,7 @@ local key = KEYS[1]
 local now = clock(ARGV[1])
 local want, need, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ls = limits(tonumber(ARGV[5]), 5)
-local sts, others = load(key, ls)
+local sts, others, stale = load(key, ls)
 
 local function retry_after(l, s, now, n)
   if n > l.cap then return NEVER end
@@ -58,5 +58,5 @@ for i, l in ipairs(ls) do
 end
 local ll, ls_ = ls[limiting], sts[limiting]
 local reset = reset_after(ll, ls_, effective(ll, ls_, now))
-save(key, ls, sts, ttl, keep)
+save(key, ls, sts, ttl, keep, stale)
 return {granted, remaining, retry, reset, limiting - 1, now}
