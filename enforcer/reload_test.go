@@ -546,3 +546,35 @@ func TestCompileKeepsNewManagers(t *testing.T) {
 		t.Errorf("managers after a sweep mid-compile: %d, want %d (the new setting's kept)", got, want)
 	}
 }
+
+// TestReloadAddingALimitKeepsTheCount: a reload that adds a per-second limit before a rule's
+// hourly one leaves the hour's count where it was. The store kept a limit's state by its place
+// in the list, so the hourly limit, now second, started full: one key attacked for 4 s was
+// admitted 2,000 under an hourly limit of 1,000 (engine.TestReloadKeepsOtherLimitsCounts has
+// the other changes of the list).
+func TestReloadAddingALimitKeepsTheCount(t *testing.T) {
+	srv := redistest.Start(t)
+	model := func(withSecond bool) *policy.Model {
+		m := attackModel(policy.TokenBucket, policy.FailClosed)
+		r := m.Domains[0].Rules[0]
+		hour := policy.Limit{Requests: 1000, WindowMs: 3_600_000, Burst: 1000, Algorithm: policy.TokenBucket, Cost: 1}
+		r.Limits = []policy.Limit{hour}
+		if withSecond {
+			second := policy.Limit{Requests: 500, WindowMs: 1_000, Burst: 500, Algorithm: policy.TokenBucket, Cost: 1}
+			r.Limits = []policy.Limit{second, hour}
+		}
+		return m
+	}
+	ins := attackInstances(t, srv, model(false), 1)
+	before := hammer(t, srv, ins, 4, 1500*time.Millisecond, 0)
+	writeSnapshot(t, ins[0].path, model(true))
+	if err := ins[0].Reload(); err != nil {
+		t.Fatal(err)
+	}
+	after := hammer(t, srv, ins, 4, 2500*time.Millisecond, 0)
+	t.Logf("under [1000/h]: %d of %d admitted; under [500/s, 1000/h]: %d of %d", before.admitted, before.requests, after.admitted, after.requests)
+	// The hour refills 1,000 an hour: about 1 token in 4 s.
+	if total := before.admitted + after.admitted; total > 1000+2 {
+		t.Errorf("one key admitted %d in 4 s under an hourly limit of 1,000 the reload left as it was", total)
+	}
+}
