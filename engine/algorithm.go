@@ -76,8 +76,6 @@ type exact struct {
 	// fill is refillMs: the token bucket's time to fill from empty, ⌈capacity·tu/rate⌉, or
 	// one window. advance and ttl use it on every take, so it too is worked out once.
 	fill int64
-	// id is the identity the limit's state is stored under (limitID), set by exactLimits.
-	id int64
 }
 
 // windowOf is the start of the window of l (a fixed or sliding window) that
@@ -118,7 +116,6 @@ func exactLimits(dst []exact, key string, limits []Limit) ([]exact, error) {
 		if dup >= MaxAlike {
 			return dst, fmt.Errorf("%w: key %q: limit %d: more than %d limits of one family and window", ErrBadRequest, key, i, MaxAlike)
 		}
-		x.id = limitID(l, dup)
 		dst = append(dst, x)
 	}
 	return dst, nil

@@ -40,6 +40,18 @@ func limitID(l Limit, dup int) int64 {
 	return l.Window<<5 | fam | int64(dup)
 }
 
+// idAt is the identity of xs[i], limit i of the list xs (limitID). An exact does not keep
+// it: 64 bytes, it fills one cache line.
+func idAt(xs []exact, i int) int64 {
+	dup := 0
+	for _, x := range xs[:i] {
+		if sameKind(x.Limit, xs[i].Limit) {
+			dup++
+		}
+	}
+	return limitID(xs[i].Limit, dup)
+}
+
 // sameKind reports whether a and b are stored alike: the same family and length.
 func sameKind(a, b Limit) bool {
 	return a.Window == b.Window && (a.Algorithm == TokenBucket) == (b.Algorithm == TokenBucket)
@@ -80,7 +92,7 @@ func align(xs []exact, old []slot) []slot {
 	paired := make([]bool, len(xs))
 	for i := range xs {
 		for j := range old {
-			if !used[j] && old[j].has() != 0 && old[j].id() == xs[i].id {
+			if !used[j] && old[j].has() != 0 && old[j].id() == idAt(xs, i) {
 				out[i], used[j], paired[i] = old[j], true, true
 				break
 			}
@@ -91,7 +103,7 @@ func align(xs []exact, old []slot) []slot {
 	for {
 		i := -1
 		for k := range xs {
-			if !paired[k] && (i < 0 || idWindow(xs[k].id) > idWindow(xs[i].id)) {
+			if !paired[k] && (i < 0 || xs[k].Window > xs[i].Window) {
 				i = k
 			}
 		}
@@ -101,12 +113,12 @@ func align(xs []exact, old []slot) []slot {
 		paired[i] = true
 		best := -1
 		for j := range old {
-			if !used[j] && old[j].has() != 0 && idBucket(old[j].id()) == idBucket(xs[i].id) && (best < 0 || idBefore(old[j].id(), old[best].id())) {
+			if !used[j] && old[j].has() != 0 && idBucket(old[j].id()) == (xs[i].Algorithm == TokenBucket) && (best < 0 || idBefore(old[j].id(), old[best].id())) {
 				best = j
 			}
 		}
 		if best < 0 {
-			out[i] = freshSlot(xs[i].id)
+			out[i] = freshSlot(idAt(xs, i))
 			continue
 		}
 		out[i], used[best] = old[best], true

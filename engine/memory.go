@@ -557,15 +557,30 @@ func (m *Memory) LiveCell(c *MemoryCell) bool {
 }
 
 // renew makes e fresh when it has expired at now, and gives its slots the order of xs
-// (align).
+// (align). It is inlined for the common case, a live key of one limit whose slot is in
+// place.
 func (e *memEntry) renew(xs []exact, now int64) {
+	if s := e.slots; now >= e.expire || len(s) != 1 || len(xs) != 1 || s[0].id() != limitID(xs[0].Limit, 0) {
+		e.renewAll(xs, now)
+	}
+}
+
+// renewAll is renew for any key.
+func (e *memEntry) renewAll(xs []exact, now int64) {
 	if now >= e.expire {
 		e.slots, e.last, e.expire = e.slots[:0], 0, 0
+	}
+	if len(e.slots) == 0 {
+		// Fresh state, most often a new key's: in the slots it has room for (one inline).
+		for i := range xs {
+			e.slots = append(e.slots, freshSlot(idAt(xs, i)))
+		}
+		return
 	}
 	if len(e.slots) >= len(xs) {
 		aligned := true
 		for i := range xs {
-			if e.slots[i].id() != xs[i].id {
+			if e.slots[i].id() != idAt(xs, i) {
 				aligned = false
 				break
 			}
