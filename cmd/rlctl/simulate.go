@@ -30,7 +30,8 @@ const simulateLong = `Replay access logs through the rate-limit engine to see wh
 Each record becomes descriptors exactly as the rendered Envoy actions would build them
 (headers, JWT claims, remote address whole or /24 and /64, generic keys, path matches and the
 identity waterfall). N virtual gateways (--gateways) each run the engine's lease manager against
-one in-memory store on a virtual clock; store replies land after --store-latency. A second,
+one in-memory store on a virtual clock; the replies of their background calls (prefetches,
+returns) land after --store-latency, and the store never fails or times out. A second,
 ideal engine (one global bucket per key, no leasing) runs beside them, so the report shows how
 far leasing drifts from the ideal: over- and under-admission and stranded tokens.
 
