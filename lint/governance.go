@@ -12,7 +12,7 @@ import (
 	"github.com/rlctl/rlctl/policy"
 )
 
-// This file holds the governance checks (RL020 to RL026): rules about a change of a policy,
+// This file holds the governance checks (RL020 to RL026, RL031): rules about a change of a policy,
 // which compare the policy under review (head) with the one it changes (base). rlctl lint runs
 // them with --base only.
 //
@@ -542,5 +542,36 @@ func checkCriticalRemoved(c *domainChange, e *emitter) {
 		}
 		e.at(c.head.Governance.Pos, r, "on critical path %q is removed (base %s) without a reason: add governance: removed: %s: \"...\"",
 			cm.pattern, r.Pos, policy.Path(r.Name))
+	}
+}
+
+// checkCountsReset reports a rule whose keys the store names otherwise after the change, so that
+// every key of it starts with a full allowance (RL031): renamed, its descriptor keys changed, or
+// its sub-shards.
+func checkCountsReset(c *domainChange, e *emitter) {
+	keys := func(r *policy.Rule) []string {
+		ks := make([]string, len(r.Match))
+		for i, m := range r.Match {
+			ks[i] = m.Key
+		}
+		return ks
+	}
+	for _, p := range c.rules {
+		if p.base == nil {
+			continue
+		}
+		var what string
+		switch bk, hk := keys(p.base), keys(p.head); {
+		case p.base.Name != p.head.Name:
+			what = fmt.Sprintf("is renamed from %q", p.base.Name)
+		case !slices.Equal(bk, hk):
+			what = fmt.Sprintf("matches the descriptor keys %s where it matched %s", strings.Join(hk, ", "), strings.Join(bk, ", "))
+		case engine.RuleShards(p.base) != engine.RuleShards(p.head):
+			what = fmt.Sprintf("has %d sub-shards where it had %d", engine.RuleShards(p.head), engine.RuleShards(p.base))
+		default:
+			continue
+		}
+		e.at(p.head.Pos, p.head, "%s (base %s): the store keeps its keys' counts under the rule's name, keys and sub-shard, so every key of it starts with a full allowance once",
+			what, p.base.Pos)
 	}
 }

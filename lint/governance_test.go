@@ -175,7 +175,7 @@ func TestGovernance(t *testing.T) {
 		{"source's key renamed", nil, func(m *policy.Model) {
 			m.Domains[0].Source("plan").Key = "tier"
 			rule(m, "gold").Match[0].Key = "tier"
-		}, nil},
+		}, []want{{"RL031", `rule "gold": matches the descriptor keys tier, ip where it matched plan, ip (base p.cue:35:3)`}}},
 		{"match of every value written otherwise", nil, func(m *policy.Model) {
 			r := rule(m, "tenants") // "*" becomes key-only: the same values
 			r.Match[0].Value, r.Match[0].Kind = "", policy.MatchAny
@@ -193,7 +193,7 @@ func TestGovernance(t *testing.T) {
 			r := rule(m, "tenants")
 			r.Limits[0].Requests, r.Limits[0].Burst = 200000, 200000
 			r.SubShards = &policy.SubShards{Count: 4, Attribute: "ip"}
-		}, nil},
+		}, []want{{"RL031", `rule "tenants": has 4 sub-shards where it had 1`}}},
 		// Limits pair by window, as diff pairs them: the same limits in another order are no
 		// change, and a limit removed is looser.
 		{"limits reordered", func(m *policy.Model) {
@@ -211,7 +211,7 @@ func TestGovernance(t *testing.T) {
 			r.Limits = r.Limits[1:]
 		}, nil},
 		{"sub-shards added", nil, func(m *policy.Model) { rule(m, "tenants").SubShards = &policy.SubShards{Count: 4, Attribute: "ip"} },
-			[]want{{"RL020", `rule "tenants": limit tightened from 50000/1m unsharded to 50000/1m over 4 sub-shards (−75%)`}}},
+			[]want{{"RL031", `rule "tenants": has 4 sub-shards where it had 1`}, {"RL020", `rule "tenants": limit tightened from 50000/1m unsharded to 50000/1m over 4 sub-shards (−75%)`}}},
 
 		{"one step", nil, func(m *policy.Model) { stage(m, "acme", policy.StageSoft, "2025-06-20") }, nil},
 		{"two steps", nil, func(m *policy.Model) {
@@ -282,7 +282,8 @@ func TestGovernance(t *testing.T) {
 		}, nil},
 		{"critical rule removed", nil, func(m *policy.Model) { removeRule(m, "payments") },
 			[]want{{"RL026", `rule "payments": on critical path "/v1/payments*" is removed (base p.cue:40:3) without a reason: add governance: removed: payments: "..."`}}},
-		{"critical rule renamed", nil, func(m *policy.Model) { rule(m, "payments").Name = "pay" }, nil},
+		{"critical rule renamed", nil, func(m *policy.Model) { rule(m, "payments").Name = "pay" },
+			[]want{{"RL031", `rule "pay": is renamed from "payments" (base p.cue:40:3): the store keeps its keys' counts`}}},
 		{"other rule removed", nil, func(m *policy.Model) { removeRule(m, "gold") }, nil},
 		{"domain removed", nil, func(m *policy.Model) { m.Domains = nil },
 			[]want{{"RL026", "is removed with its domain"}}},

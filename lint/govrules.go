@@ -154,4 +154,26 @@ Example:
 
     governance: removed: pay_legacy: "merged into pay (INC-2291)"`,
 	}, checkCriticalRemoved},
+	{finding.Rule{
+		ID: "RL031", Name: "counts-reset", Severity: finding.Warning,
+		Summary: "A change gives every key of a rule a fresh allowance: the rule renamed, its descriptor keys changed, or its sub-shards (with --base).",
+		Help: `The store keeps a key's counts under a name made of the rule's domain and name, the
+descriptor keys it matches with their values, and for a sub-sharded rule the sub-shard. A change
+to any of those names other keys: every key of the rule starts with a full allowance once, as if
+the rule were new, while the counts under the old names wait out their TTL. A client at its
+limit gets that limit again at once. With more sub-shards, each takes a smaller share, and the
+keys of the new ones start full (2 sub-shards becoming 4 admitted 1,500 of an hour's 1,000).
+Changes to the limits themselves keep the counts: a limit's state is stored under its window
+and algorithm's family, not its place in the list.
+
+Runs with rlctl lint --base only.
+
+Fix: keep the rule's name, keys and sub-shards, or make the change when a fresh allowance for
+every key does no harm (a quiet hour, or with the rule in shadow).
+
+Example:
+
+    // base: orders_per_tenant: {match: [{key: "tenant"}], ...}
+    per_tenant_orders: {match: [{key: "tenant"}], ...}  // RL031: renamed from "orders_per_tenant"`,
+	}, checkCountsReset},
 }

@@ -42,11 +42,12 @@ policies, so they run once those errors are fixed. The checks the loader makes o
 loaded policies (RL001, RL003, RL005) are reported with every other finding.
 
 Governance (--base): with --base REF, lint also compares the policies with what
-they were at REF and runs the governance rules (RL020 to RL026) on the change: a
+they were at REF and runs the governance rules (RL020 to RL026, RL031) on the change: a
 new or tightened rule enters at shadow, a stage advances one step at a time and
 not before its dwell (7 days in shadow and in soft unless the domain's governance
 block says otherwise), a stage change sets a new since and no since is in the
-future, and a critical-path rule made fail-open or removed gives a reason. REF is
+future, and a critical-path rule made fail-open or removed gives a reason; and a
+warning when a rule's counts restart (renamed, its keys or sub-shards changed). REF is
 a Git commit, branch or tag of the repository around the PATHs, whose files at
 the same paths are loaded (git must be installed); when the value names an
 existing directory or .cue file, that is loaded as the base instead. Days count in
