@@ -9,8 +9,10 @@ if [ $# -ne 3 ]; then
   exit 2
 fi
 bin=$1 snapshot=$2 out=$3
-grpc=127.0.0.1:${DEMO_GRPC_PORT:-18081}
-admin=127.0.0.1:${DEMO_ADMIN_PORT:-16070}
+# Free ports unless DEMO_GRPC_PORT or DEMO_ADMIN_PORT says otherwise: with fixed ones, a port
+# another process held made the enforcer fail to start while the demo drove the other process.
+grpc=127.0.0.1:${DEMO_GRPC_PORT:-0}
+admin=127.0.0.1:${DEMO_ADMIN_PORT:-0}
 log=$out/enforcer.log
 
 # get URL prints the body of an HTTP GET, with curl or wget, whichever is installed.
@@ -28,6 +30,20 @@ mkdir -p "$out"
   --instance-id demo-0 2>"$log" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true' EXIT
+
+# The addresses it listens on, from its "enforcer started" log line.
+started=
+for _ in $(seq 1 100); do
+  if started=$(grep -m1 '"msg":"enforcer started"' "$log"); then break; fi
+  if ! kill -0 $pid 2>/dev/null; then echo "demo: the enforcer exited; see $log" >&2; exit 1; fi
+  sleep 0.1
+done
+if [ -z "$started" ]; then
+  echo "demo: the enforcer did not start within 10s; see $log" >&2
+  exit 1
+fi
+grpc=$(printf '%s\n' "$started" | sed -n 's/.*"grpc":"\([^"]*\)".*/\1/p')
+admin=$(printf '%s\n' "$started" | sed -n 's/.*"admin":"\([^"]*\)".*/\1/p')
 
 ready=
 for _ in $(seq 1 100); do
