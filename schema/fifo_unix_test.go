@@ -27,3 +27,39 @@ func TestLoadRefusesNamedPipe(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadRefusesLinksOutside: a .cue file in a policy directory that is a symbolic link to a
+// file outside it is refused before it is read; a link to a file within it is loaded. A pull
+// request that CI lints could link a credentials file of the runner, whose values a CUE error
+// then printed in the findings.
+func TestLoadRefusesLinksOutside(t *testing.T) {
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "docker.json")
+	if err := os.WriteFile(secret, []byte(`{"token": "ghp_secret"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	policy := "package p\n\ndomains: edge: {\n\tsources: tenant: {kind: \"header\", header: \"x-tenant\"}\n\trules: r: {match: [{key: \"tenant\"}], limits: [{requests: 1, window: \"1s\"}]}\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "shared"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "shared", "x.cue"), []byte("package p\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("shared", "x.cue"), filepath.Join(dir, "inside.cue")); err != nil {
+		t.Skipf("symlink: %v", err)
+	}
+	if _, err := Load(dir); err != nil {
+		t.Fatalf("a link within the directory: %v", err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "creds.cue")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "creds.cue is a symbolic link to") || strings.Contains(err.Error(), "ghp_secret") {
+		t.Errorf("a link outside: got %v, want creds.cue refused as a link outside, and no value of it", err)
+	}
+}

@@ -153,6 +153,9 @@ func policyFiles(paths []string) ([]string, error) {
 				if err := regular(filepath.Join(p, name), fi); err != nil {
 					return nil, err
 				}
+				if err := within(p, name); err != nil {
+					return nil, err
+				}
 			}
 			names = append(names, filepath.Join(p, name))
 		}
@@ -165,6 +168,25 @@ func policyFiles(paths []string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// within refuses a policy file of directory dir, name, that is a symbolic link to a file
+// outside dir. The policies CI lints come from pull requests: a link to a credentials file of
+// the machine that runs the checks had its values printed in the findings of a CUE error.
+func within(dir, name string) error {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	target, err := filepath.EvalSymlinks(filepath.Join(dir, name))
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	if rel, err := filepath.Rel(root, target); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("load: %s is a symbolic link to %s, outside %s: a policy file in a directory must be in it (give the file itself as a PATH to load it)",
+			filepath.Join(dir, name), target, dir)
+	}
+	return nil
 }
 
 // regular refuses a policy file that is not a regular file: reading a named pipe waits for a
