@@ -164,21 +164,28 @@ func cut(s string, n int) string {
 	return s + more
 }
 
+// codeOrDash is s as inline code in a table cell, or a dash for none. A line break would end
+// the cell and the code span, and let a file name or a logged value (both a pull request's to
+// choose) write markdown and HTML of its own into the comment: it becomes a space.
 func codeOrDash(s string) string {
 	if s == "" {
 		return "—"
 	}
-	return "`" + strings.NewReplacer("`", "'", "|", `\|`).Replace(s) + "`"
+	return "`" + codeReplacer.Replace(s) + "`"
 }
 
-// mdEscape escapes text for a markdown table cell: markup characters, the cell separator and
-// HTML.
+var codeReplacer = strings.NewReplacer("`", "'", "|", `\|`, "\r\n", " ", "\n", " ", "\r", " ")
+
+// mdEscape escapes text for a markdown table cell: markup characters, the cell separator, line
+// breaks and HTML; and an @mention or #reference, with a zero-width space after the sign, so
+// that a policy's text notifies nobody and links no issue.
 func mdEscape(s string) string {
 	return mdReplacer.Replace(s)
 }
 
 var mdReplacer = strings.NewReplacer(`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`,
-	"|", `\|`, "~", `\~`, "<", "&lt;", ">", "&gt;", "&", "&amp;", "\n", " ")
+	"|", `\|`, "~", `\~`, "<", "&lt;", ">", "&gt;", "&", "&amp;", "\r\n", " ", "\n", " ", "\r", " ",
+	"@", "@&#8203;", "#", "#&#8203;")
 
 // writeBlastMarkdown writes the blast radius: totals, a table per rule, and the top identities
 // folded.
