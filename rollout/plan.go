@@ -162,9 +162,17 @@ func EvidenceMarkdown(st *Status, rules ...string) string {
 		b.WriteString("| gate | state | evidence |\n|---|---|---|\n")
 		for _, g := range rs.Gates {
 			mark := map[GateState]string{GatePass: "✅ pass", GateBlocked: "⛔ blocked", GateNotEvaluated: "➖ not evaluated"}[g.State]
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", g.Name, mark, strings.ReplaceAll(g.Reason, "|", `\|`))
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", g.Name, mark, cellText(g.Reason))
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
 }
+
+// cellText is a gate's evidence in a table cell of the pull request's body: on one line, the
+// cell separator escaped and no HTML, since a hold's reason is the policy author's text.
+func cellText(s string) string {
+	return cellReplacer.Replace(s)
+}
+
+var cellReplacer = strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "\r\n", " ", "\n", " ", "\r", " ", "@", "@&#8203;")

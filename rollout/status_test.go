@@ -264,3 +264,12 @@ func TestPercent(t *testing.T) {
 		}
 	}
 }
+
+// TestCellTextHoldsItsCell: a hold's reason, the policy author's text, stays in its cell of the
+// pull request's body: one line, no HTML, no mention.
+func TestCellTextHoldsItsCell(t *testing.T) {
+	got := cellText("INC-1\n\n<!-- hidden\n@octocat | x")
+	if strings.ContainsAny(got, "\r\n<") || strings.Contains(got, "@octocat") || strings.Contains(got, " | ") {
+		t.Errorf("cellText = %q: want one line, no HTML, no live mention, the separator escaped", got)
+	}
+}
