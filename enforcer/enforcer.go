@@ -443,6 +443,9 @@ func (e *Enforcer) serveGRPC() error {
 	return nil
 }
 
+// adminReadTimeout bounds the reading of an admin request, body included (a variable for tests).
+var adminReadTimeout = 10 * time.Second
+
 func (e *Enforcer) serveAdmin() error {
 	if e.conf.AdminAddr == "off" {
 		return nil
@@ -452,7 +455,11 @@ func (e *Enforcer) serveAdmin() error {
 		return fmt.Errorf("enforcer: --admin-addr: %w", err)
 	}
 	e.adminLn = ln
-	e.admin = &http.Server{Handler: e.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	// Timeouts for the whole request and reply, not only the header: a client that sent a
+	// header and then its body a byte every few seconds held its connection, and a few
+	// hundred such clients used up the process's file descriptors, gRPC's included.
+	e.admin = &http.Server{Handler: e.adminHandler(), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: adminReadTimeout, WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -3,6 +3,8 @@ package enforcer
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -391,5 +393,31 @@ func TestRequestWaitsOneStoreTimeout(t *testing.T) {
 	}
 	if got := storeCallCount(t, in.mx, "take", "timeout"); got != 3*n {
 		t.Errorf("timed-out takes: got %v, want %d", got, 3*n)
+	}
+}
+
+// TestAdminDropsSlowClients: the admin server reads a request, body included, within its read
+// timeout. With a timeout for the header only, a client that sent a header and then its body a
+// byte at a time held its connection for as long as it liked, and a few hundred used up the
+// enforcer's file descriptors.
+func TestAdminDropsSlowClients(t *testing.T) {
+	defer func(d time.Duration) { adminReadTimeout = d }(adminReadTimeout)
+	adminReadTimeout = 200 * time.Millisecond
+	in := spawn(t, testModel(), nil)
+	c, err := net.Dial("tcp", in.AdminAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\na")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// The server answers the GET, then drops the connection at the read timeout rather than
+	// wait for the rest of the body.
+	_, _ = io.Copy(io.Discard, c)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the connection stayed open %v with its body unsent; want it closed at the read timeout", took)
 	}
 }

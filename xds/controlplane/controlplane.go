@@ -252,6 +252,9 @@ func (s *Server) serveGRPC(ctx context.Context) error {
 	return nil
 }
 
+// adminReadTimeout bounds the reading of an admin request, body included (a variable for tests).
+var adminReadTimeout = 10 * time.Second
+
 func (s *Server) serveAdmin() error {
 	if s.conf.AdminAddr == "off" {
 		return nil
@@ -261,7 +264,11 @@ func (s *Server) serveAdmin() error {
 		return fmt.Errorf("xds: --admin-addr: %w", err)
 	}
 	s.adminLn = ln
-	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	// Timeouts for the whole request and reply, not only the header: a client that sent a
+	// header and then its body a byte every few seconds held its connection, and a few
+	// hundred such clients used up the process's file descriptors, gRPC's included.
+	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: adminReadTimeout, WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
