@@ -326,9 +326,17 @@ func (e *Enforcer) openJournal() error {
 			return fmt.Errorf("enforcer: journal: keeping the previous one: %w", err)
 		}
 	}
-	f, err := os.OpenFile(e.conf.JournalPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	// Owner only: the journal holds store keys, and so descriptor values as sent, API keys
+	// included (the log shows those as digests).
+	f, err := os.OpenFile(e.conf.JournalPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("enforcer: journal: %w", err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return fmt.Errorf("enforcer: journal: %w", err)
+		}
 	}
 	opts := journal.Options{}
 	if e.conf.JournalBlock {

@@ -578,3 +578,20 @@ func TestReloadAddingALimitKeepsTheCount(t *testing.T) {
 		t.Errorf("one key admitted %d in 4 s under an hourly limit of 1,000 the reload left as it was", total)
 	}
 }
+
+// TestJournalIsOwnerOnly: the journal holds descriptor values as sent, API keys included, so it
+// is written readable by its owner only, even over an older file that others could read.
+func TestJournalIsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.jsonl")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spawn(t, testModel(), func(c *Config) { c.JournalPath = path })
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		t.Errorf("journal mode %v, want 0600", perm)
+	}
+}
