@@ -232,18 +232,24 @@ func keepsTTL(fields map[string]int64, limits []Limit, now int64) bool {
 }
 
 // limitSuffixes returns the identity suffix of each of limits, as the test writes them:
-// "b" or "w", the window, and "#" and the count of earlier limits alike when above 0.
+// "b" or "w", the window, and "#" and the number of alike limits (the same family and
+// window) that rank before it by requests, capacity and place, when above 0.
 func limitSuffixes(limits []Limit) []string {
 	out := make([]string, len(limits))
-	seen := map[string]int{}
 	for i, l := range limits {
 		id := "w"
 		if l.Algorithm == TokenBucket {
 			id = "b"
 		}
+		n := 0
+		for j, o := range limits {
+			alike := o.Window == l.Window && (o.Algorithm == TokenBucket) == (l.Algorithm == TokenBucket)
+			before := o.Requests < l.Requests || o.Requests == l.Requests && (o.Capacity() < l.Capacity() || o.Capacity() == l.Capacity() && j < i)
+			if j != i && alike && before {
+				n++
+			}
+		}
 		id += strconv.FormatInt(l.Window, 10)
-		n := seen[id]
-		seen[id]++
 		if n > 0 {
 			id += "#" + strconv.Itoa(n)
 		}

@@ -5,21 +5,26 @@ import "strconv"
 // A key's hash holds the state of each of its limits under the limit's identity, not its
 // place in the rule's list of limits: its family (a token bucket, or a window, whose
 // count a sliding and a fixed window both read), its length (the window, or the bucket's
-// refill period) and, for a list with several limits of the same family and length, how
-// many come before it. So a reload that adds a limit before the others, removes one, or
-// reorders them leaves every other limit's count where it was. Stored by place, a limit
-// read the state of whichever limit had held its place: adding a per-minute limit before
-// an hourly one gave every key a new hour's allowance (2,469 admitted of 1,000 in one
-// hour), and removing a per-minute limit from before an hourly one read the hour's count
-// as the minute's.
+// refill period) and, for a list with several limits of the same family and length, its
+// rank among them by requests and capacity. So a reload that adds a limit before the
+// others, removes one, or reorders them leaves every other limit's count where it was.
+// Stored by place, a limit read the state of whichever limit had held its place: adding a
+// per-minute limit before an hourly one gave every key a new hour's allowance (2,469
+// admitted of 1,000 in one hour), and removing a per-minute limit from before an hourly
+// one read the hour's count as the minute's.
 //
-// A limit whose identity has no state (its window or its algorithm's family changed, or
-// it is new) adopts the state of a limit the list no longer has, of its family: the
-// longest-windowed such limits first, each taking the longest-windowed such state. Its
-// fields keep their names, and so does the state of a window of another length, which it
-// decides against as it stands while that window lasts (slot): the instances of a fleet
-// still on the old limits count in the same fields. The states no limit takes stay, and
+// A limit whose identity has no state (its window changed, or it is new) adopts the state
+// of a limit the list no longer has, of its family: the longest-windowed such limits
+// first, each taking the longest-windowed such state, which then moves under its own
+// identity. A window of another length is decided against as it stands while it lasts
+// (slot). An instance of a fleet still on the old limits adopts it back in turn, so both
+// count in the one state until the fleet has reloaded. A limit whose family changed
+// (a token bucket becoming a window) starts afresh. The states no limit takes stay, and
 // keep the key's TTL from shrinking (others).
+//
+// Hashes stored before identities (tok0, win1, ...) are read and written by place by the
+// scripts alone (common.lua), until they expire: an instance of that version, during an
+// upgrade, counts in the same fields.
 
 // MaxLimits is the most limits a key may have, and MaxAlike the most of one family and
 // length among them.
@@ -28,8 +33,7 @@ const (
 	MaxAlike  = 16
 )
 
-// limitID is the identity of limit l, the dup-th earlier limit of its list of the same
-// family and length (sameKind): the length in ms, shifted, then a bit for a window and
+// limitID is the identity of limit l, of rank dup among the alike limits of its list (idAt): the length in ms, shifted, then a bit for a window and
 // dup in the low 4 bits (MaxAlike). Lengths stay below 2^53 (the exact range), so it fits
 // in 58 bits, and a slot's tag holds it with 6 more.
 func limitID(l Limit, dup int) int64 {
@@ -40,16 +44,21 @@ func limitID(l Limit, dup int) int64 {
 	return l.Window<<5 | fam | int64(dup)
 }
 
-// idAt is the identity of xs[i], limit i of the list xs (limitID). An exact does not keep
-// it: 64 bytes, it fills one cache line.
+// idAt is the identity of xs[i], limit i of the list xs (limitID): its dup is how many alike
+// limits of the list (sameKind) rank before it by requests, then capacity, then place, so
+// that adding, removing or reordering alike limits leaves the others' identities. An exact
+// does not keep it: 64 bytes, it fills one cache line.
 func idAt(xs []exact, i int) int64 {
 	dup := 0
-	for _, x := range xs[:i] {
-		if sameKind(x.Limit, xs[i].Limit) {
+	x := &xs[i]
+	for j := range xs {
+		o := &xs[j]
+		if j != i && sameKind(o.Limit, x.Limit) &&
+			(o.Requests < x.Requests || o.Requests == x.Requests && (o.capacity < x.capacity || o.capacity == x.capacity && j < i)) {
 			dup++
 		}
 	}
-	return limitID(xs[i].Limit, dup)
+	return limitID(x.Limit, dup)
 }
 
 // sameKind reports whether a and b are stored alike: the same family and length.
@@ -121,7 +130,10 @@ func align(xs []exact, old []slot) []slot {
 			out[i] = freshSlot(idAt(xs, i))
 			continue
 		}
+		// Adopted, the state moves under limit i's identity: left under the name of a limit
+		// the list no longer has, it would go to that limit if it came back.
 		out[i], used[best] = old[best], true
+		out[i].tag = out[i].tag&63 | uint64(idAt(xs, i))<<6
 	}
 	for j := range old {
 		if !used[j] && old[j].has() != 0 {

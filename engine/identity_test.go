@@ -2,8 +2,12 @@ package engine
 
 import (
 	"context"
-	"strings"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rlctl/rlctl/internal/redistest"
 )
@@ -96,38 +100,166 @@ func TestReloadAdoptsAWindowOfAnotherLength(t *testing.T) {
 	}
 }
 
-// TestRedisReadsLegacyFields: a hash stored before fields were named by identity (tok0, ts0,
-// ...) is read by place, once: its state is written under the limits' identities and its old
-// fields deleted, so that an upgrade starts no key afresh.
-func TestRedisReadsLegacyFields(t *testing.T) {
-	srv := redistest.Start(t)
-	ctx := context.Background()
-	s := NewRedis(srv.Client())
-	key := Key("legacy")
-	now := int64(1_000_000) * 3600 * second
-	limits := []Limit{{Algorithm: TokenBucket, Requests: 10, Window: 60 * second}, {Algorithm: FixedWindow, Requests: 100, Window: 3600 * second}}
-	// An empty bucket, and an hour with 100 counted: the key is at both limits.
-	if err := srv.Client().HSet(ctx, key, "tok0", 0, "ts0", now, "win1", now, "cur1", 100, "len1", 3600*second).Err(); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Take(ctx, TakeRequest{Key: key, Limits: limits, Want: 1, Now: now + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Granted != 0 {
-		t.Errorf("on legacy state at its limits: granted %d, want 0", got.Granted)
-	}
-	h, err := srv.Client().HGetAll(ctx, key).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for f := range h {
-		if !strings.Contains(f, ":") {
-			t.Errorf("legacy field %s left in %v", f, h)
+// TestReloadKeepsAlikeLimits: limits of one family and window rank by requests and capacity,
+// not by place, so adding or removing one leaves the others' states. By place, a 1000/h limit
+// added before a spent 100/h one took its state, and the 100/h one started afresh (100 more
+// in the spent hour).
+func TestReloadKeepsAlikeLimits(t *testing.T) {
+	at := int64(1_000_000) * 3600 * second
+	for _, st := range identityStores(t) {
+		for _, algo := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket} {
+			s := st.s()
+			key := Key("alike", st.name, algo.String())
+			strict := Limit{Algorithm: algo, Requests: 100, Window: 3600 * second}
+			loose := Limit{Algorithm: algo, Requests: 1000, Window: 3600 * second}
+			if got := granted(t, s, key, []Limit{strict}, at, 100); got != 100 {
+				t.Fatalf("%s/%s: a fresh 100/h granted %d", st.name, algo, got)
+			}
+			// A window grants nothing more in the hour; a bucket what two minutes refill, 3.
+			want := int64(0)
+			if algo == TokenBucket {
+				want = 3
+			}
+			more := granted(t, s, key, []Limit{loose, strict}, at+60*second, 100)
+			more += granted(t, s, key, []Limit{strict}, at+120*second, 100)
+			if more > want {
+				t.Errorf("%s/%s: 1000/h added before the spent 100/h, then removed: %d more, want at most %d", st.name, algo, more, want)
+			}
 		}
 	}
-	if h["cur:w3600000"] != "100" {
-		t.Errorf("the hour's count under its identity: %q, want 100 (hash %v)", h["cur:w3600000"], h)
+}
+
+// TestAdoptedStateMoves: a state a limit adopts moves under its identity. Left under the name
+// of the limit it came from, a limit of that name added later took it, and the adopter started
+// afresh: a spent day's bucket of 2,400, with an hourly limit added, admitted 2,898 in 5 hours.
+func TestAdoptedStateMoves(t *testing.T) {
+	at := int64(1_000_000) * 24 * 3600 * second
+	hour := Limit{Algorithm: TokenBucket, Requests: 1000, Window: 3600 * second}
+	day := Limit{Algorithm: TokenBucket, Requests: 2400, Window: 24 * 3600 * second}
+	for _, st := range identityStores(t) {
+		s := st.s()
+		key := Key("adopted-moves", st.name)
+		now := at
+		granted(t, s, key, []Limit{hour}, now, 1) // state made under the hourly limit
+		for range 5 {
+			granted(t, s, key, []Limit{day}, now, 100000) // adopted by the day's, and spent
+			now += second
+		}
+		var more int64
+		for range 5 * 60 {
+			now += 60 * second
+			more += granted(t, s, key, []Limit{hour, day}, now, 1000)
+		}
+		// The day's bucket refills 500 in 5 hours.
+		if more > 501 {
+			t.Errorf("%s: %d admitted in 5 hours on a spent bucket of 2,400 a day", st.name, more)
+		}
+	}
+}
+
+// TestRedisIgnoresStrayFields: a field of no known name in a key's hash is left alone and
+// keeps the TTL; it does not reach the script's own bookkeeping. A stray "kept:b60000" had
+// marked the bucket's state as one a call leaves as it is, and no debit was stored: 90
+// admitted at one instant of a bucket of 10.
+func TestRedisIgnoresStrayFields(t *testing.T) {
+	srv := redistest.Start(t)
+	s := NewRedis(srv.Client())
+	limits := []Limit{{Algorithm: TokenBucket, Requests: 10, Window: 60 * second}}
+	key := Key("stray")
+	now := int64(1_000_000) * 3600 * second
+	granted(t, s, key, limits, now, 1)
+	for _, f := range []string{"kept:b60000", "id:b60000", "moved:b60000", "raw:b60000", "at:b60000", "tok:b60000#0"} {
+		if err := srv.Client().HSet(context.Background(), key, f, 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var total int64
+	for range 10 {
+		total += granted(t, s, key, limits, now, 10)
+	}
+	if total > 9 {
+		t.Errorf("admitted %d more at one instant of a bucket of 10 with 1 spent", total)
+	}
+}
+
+// identityStores are Memory and real Redis, which must agree.
+func identityStores(t *testing.T) []struct {
+	name string
+	s    func() Store
+} {
+	srv := redistest.Start(t)
+	return []struct {
+		name string
+		s    func() Store
+	}{{"memory", func() Store { return NewMemory(nil) }}, {"redis", func() Store { return NewRedis(srv.Client()) }}}
+}
+
+// TestRedisKeepsTheOldLayout: a hash stored by the version before identities (tok0, ts0,
+// win1, ...) is read and written by place, as that version does, so that its instances and
+// this version's count in the same fields during a rolling upgrade. Migrated and deleted, the
+// old fields gave every call of an old instance a fresh key: a bucket of 10 a minute, called
+// once a second by both versions in turn, admitted 103 in 20 s.
+func TestRedisKeepsTheOldLayout(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", "lua-v0", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	oldTake := redis.NewScript(read("common.lua") + read("take.lua"))
+	limits := []Limit{{Algorithm: TokenBucket, Requests: 10, Window: 60 * second}, {Algorithm: FixedWindow, Requests: 100, Window: 3600 * second}}
+	now := int64(1_000_000) * 3600 * second
+	newStore := NewRedis(srv.Client())
+	take := func(version int, key string, at int64) int64 {
+		t.Helper()
+		req := TakeRequest{Key: key, Limits: limits, Want: 1, Now: at}
+		if version == 1 {
+			got, err := newStore.Take(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.Granted
+		}
+		args, err := takeArgs(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := oldTake.Run(ctx, srv.Client(), []string{key}, args...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseTake(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Granted
+	}
+	for _, first := range []int{0, 1} {
+		key := Key("upgrade", strconv.Itoa(first))
+		var admitted int64
+		for i := range int64(20) {
+			admitted += take((first+int(i))%2, key, now+i*second)
+		}
+		// 10, and what 20 s refill of 10 a minute: 3. A key the new version made first is
+		// fresh to the old one once (its first call), which writes the old layout: at most
+		// one more allowance.
+		want := int64(13)
+		if first == 1 {
+			want += 10
+		}
+		if admitted > want {
+			t.Errorf("the new version first: %v: admitted %d in 20 s of one a second, want at most %d", first == 1, admitted, want)
+		}
+		h, err := srv.Client().HGetAll(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := h["tok0"]; !ok {
+			t.Errorf("the new version first: %v: the hash lost the old layout: %v", first == 1, h)
+		}
 	}
 }
 

@@ -40,29 +40,37 @@ end
 -- Field names per algorithm (0 token bucket, 1 sliding, 2 fixed window). A
 -- field's full name is the name, ':' and the identity of the limit it belongs
 -- to (engine/identity.go): 'b' for a bucket or 'w' for a window, the length in
--- ms, and '#' and dup for the dup-th earlier limit of the same two. A window's
--- len is the length of the window win starts (absent from state stored before
--- it was recorded).
+-- ms, and '#' and dup when alike limits (the same family and length) rank
+-- before it by requests, capacity and place. A window's len is the length of
+-- the window win starts (absent from state stored before it was recorded).
 local FIELDS = {[0] = {'tok', 'ts'}, {'win', 'cur', 'len', 'prev'}, {'win', 'cur', 'len'}}
 local OWN = {[0] = {tok = true, ts = true}, {win = true, cur = true, len = true, prev = true}, {win = true, cur = true, len = true}}
+local NAMES = {tok = true, ts = true, win = true, cur = true, len = true, prev = true}
+local ALL = {'tok', 'ts', 'win', 'cur', 'len', 'prev'}
 
 -- limits parses the limits from ARGV starting after index base: per limit
 -- algorithm, requests, window, capacity, token units, rate.
 local function limits(n, base)
-  local ls, seen = {}, {}
+  local ls = {}
   for i = 1, n do
     local b = base + (i - 1) * 6
-    local algo, win = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 3])
+    local algo = tonumber(ARGV[b + 1])
     local fam = 'w'
     if algo == 0 then fam = 'b' end
-    local id = fam .. string.format('%d', win)
-    local dup = seen[id] or 0
-    seen[id] = dup + 1
-    if dup > 0 then id = id .. '#' .. dup end
     ls[i] = {
-      algo = algo, req = tonumber(ARGV[b + 2]), win = win,
-      cap = tonumber(ARGV[b + 4]), tu = tonumber(ARGV[b + 5]), rate = tonumber(ARGV[b + 6]), fam = fam, id = id,
+      algo = algo, req = tonumber(ARGV[b + 2]), win = tonumber(ARGV[b + 3]),
+      cap = tonumber(ARGV[b + 4]), tu = tonumber(ARGV[b + 5]), rate = tonumber(ARGV[b + 6]), fam = fam,
     }
+  end
+  for i, l in ipairs(ls) do
+    local dup = 0
+    for j, o in ipairs(ls) do
+      if j ~= i and o.fam == l.fam and o.win == l.win and (o.req < l.req or (o.req == l.req and (o.cap < l.cap or (o.cap == l.cap and j < i)))) then
+        dup = dup + 1
+      end
+    end
+    l.id = l.fam .. string.format('%d', l.win)
+    if dup > 0 then l.id = l.id .. '#' .. dup end
   end
   return ls
 end
@@ -71,7 +79,7 @@ end
 -- that is not one.
 local function parseid(id)
   local fam, w, d = string.match(id, '^([bw])(%d+)#?(%d*)$')
-  if not fam then return nil end
+  if not fam or d == '0' then return nil end
   if d == '' then d = '0' end
   return fam, tonumber(w), tonumber(d)
 end
@@ -79,46 +87,56 @@ end
 -- load reads the key's hash (HGETALL) and returns the state of each limit,
 -- with the others flag: the hash holds state no limit takes (a policy's before
 -- or after a reload, which its instances may still count in), or fields a
--- limit's algorithm does not own. A limit takes the state stored under its
--- identity; failing that, a state of its place as a hash stored before fields
--- named identities held it (legacy, which save then deletes); failing that, it
--- adopts the unused state of its family of the longest window (then the lowest
--- dup), the limits left taking their pick longest window first, then in their
--- order; failing that, fresh state. A state keeps the identity it was stored
--- under (s.id), under which save writes it back.
+-- limit's algorithm does not own, or fields of no known name; and the names of
+-- fields save deletes. A limit takes the state stored under its identity;
+-- failing that, it adopts the unused state of its family of the longest window
+-- (then the lowest dup), the limits left taking their pick longest window
+-- first, then in their order, and save moves it under its own identity;
+-- failing that, fresh state.
+--
+-- A hash stored before fields were named by identity (tok0, win1, ...: a
+-- limit's place in the list) is read and written by place, as that version
+-- did, for as long as it lasts: instances of that version may still be
+-- counting in it during an upgrade. Its key gets the new layout once it has
+-- expired.
 local function load(key, ls)
   local h = redis.call('HGETALL', key)
-  local states, legacy, stale, others = {}, {}, {}, false
+  local states, legacy, others = {}, {}, false
   for k = 1, #h, 2 do
     local f, v = h[k], tonumber(h[k + 1])
     local name, id = string.match(f, '^(%a+):(.+)$')
-    if name then
-      states[id] = states[id] or {}
-      states[id][name] = v
+    local lname, at = string.match(f, '^(%a+)(%d+)$')
+    if name and NAMES[name] and parseid(id) then
+      states[id] = states[id] or {raw = {}}
+      states[id][name], states[id].raw[name] = v, h[k + 1]
+    elseif lname and NAMES[lname] then
+      legacy[tonumber(at)] = legacy[tonumber(at)] or {}
+      legacy[tonumber(at)][lname] = v
     else
-      local lname, at = string.match(f, '^(%a+)(%d+)$')
-      if lname then
-        legacy[at] = legacy[at] or {}
-        legacy[at][lname] = v
-        stale[#stale + 1] = f
-      else
-        others = true
-      end
+      others = true
     end
   end
-  local sts, used = {}, {}
+  local sts, stale = {}, {}
+  if next(legacy) then
+    for at, fs in pairs(legacy) do
+      local l = ls[at + 1]
+      for name in pairs(fs) do
+        if not l or not OWN[l.algo][name] then others = true end
+      end
+    end
+    if next(states) then others = true end
+    for i, l in ipairs(ls) do
+      local s, fs = {at = i - 1}, legacy[i - 1] or {}
+      for name in pairs(OWN[l.algo]) do s[name] = fs[name] end
+      sts[i] = s
+    end
+    return sts, others, stale
+  end
+  local used = {}
   for i, l in ipairs(ls) do
     if states[l.id] then
       sts[i], used[l.id] = states[l.id], true
       sts[i].id = l.id
-    end
-  end
-  for i, l in ipairs(ls) do
-    local lg = legacy[tostring(i - 1)]
-    if not sts[i] and lg and ((l.algo == 0 and (lg.tok or lg.ts)) or (l.algo ~= 0 and (lg.win or lg.cur))) then
-      local s = {id = l.id, legacy = true}
-      for name in pairs(OWN[l.algo]) do s[name] = lg[name] end
-      sts[i] = s
     end
   end
   while true do
@@ -136,7 +154,10 @@ local function load(key, ls)
     end
     if best then
       sts[i], used[best] = states[best], true
-      sts[i].id = best
+      sts[i].id, sts[i].moved = ls[i].id, true
+      for name in pairs(states[best]) do
+        if NAMES[name] then stale[#stale + 1] = name .. ':' .. best end
+      end
     else
       sts[i] = {id = ls[i].id}
     end
@@ -146,35 +167,42 @@ local function load(key, ls)
   end
   for i, l in ipairs(ls) do
     for name in pairs(sts[i]) do
-      if name ~= 'id' and name ~= 'legacy' and not OWN[l.algo][name] then others = true end
+      if NAMES[name] and not OWN[l.algo][name] then others = true end
     end
   end
   return sts, others, stale
 end
 
 -- save writes back the fields each limit's algorithm owns, under its state's
--- identity, but for a state marked kept (a window of another length that a
--- return leaves as it is); deletes the fields of a legacy hash, unless a kept
--- state came from them; and renews the TTL; with keep (a foreign or kept
--- window, or state the limits do not own: a policy's before or after a reload,
--- which its instances may still count in) it does not shorten it.
+-- identity (by place in a hash of the old layout), but for a state marked kept
+-- (a window of another length that a return leaves as it is); a state it
+-- adopted moves whole, every field it holds, under its new identity, and the
+-- fields of its old one are deleted; and renews the TTL; with keep (a foreign or kept window, or state the
+-- limits do not own: a policy's before or after a reload, which its instances
+-- may still count in) it does not shorten it.
 local function save(key, ls, sts, ttl, keep, stale)
-  local args, k, keptLegacy = {}, 0, false
+  local args, k = {}, 0
   for i, l in ipairs(ls) do
     local s = sts[i]
-    local v = {s.win, s.cur, s.len, s.prev}
-    if l.algo == 0 then v = {s.tok, s.ts} end
-    if s.kept then
-      keptLegacy = keptLegacy or s.legacy
-    else
-      for j, f in ipairs(FIELDS[l.algo]) do
-        args[k + 1], args[k + 2] = f .. ':' .. s.id, string.format('%d', v[j])
-        k = k + 2
+    local sfx = ':' .. tostring(s.id)
+    if s.at then sfx = tostring(s.at) end
+    local names = FIELDS[l.algo]
+    if s.moved then names = ALL end
+    if not s.kept or s.moved then
+      for _, f in ipairs(names) do
+        if s[f] ~= nil then
+          -- A moved state's fields its algorithm does not own, and all of a kept one's, go
+          -- as they were stored, digit for digit.
+          local v = string.format('%d', s[f])
+          if s.moved and (s.kept or not OWN[l.algo][f]) then v = s.raw[f] end
+          args[k + 1], args[k + 2] = f .. sfx, v
+          k = k + 2
+        end
       end
     end
   end
   if k > 0 then redis.call('HSET', key, unpack(args)) end
-  if #stale > 0 and not keptLegacy then redis.call('HDEL', key, unpack(stale)) end
+  if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
   if keep then
     local left = redis.call('PTTL', key)
     if left > ttl then ttl = left end
