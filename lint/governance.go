@@ -547,7 +547,7 @@ func checkCriticalRemoved(c *domainChange, e *emitter) {
 
 // checkCountsReset reports a rule whose keys the store names otherwise after the change, so that
 // every key of it starts with a full allowance (RL031): renamed, its descriptor keys changed, or
-// its sub-shards.
+// its sub-shards; or a limit's state (a token bucket become a window, or back).
 func checkCountsReset(c *domainChange, e *emitter) {
 	keys := func(r *policy.Rule) []string {
 		ks := make([]string, len(r.Match))
@@ -556,22 +556,31 @@ func checkCountsReset(c *domainChange, e *emitter) {
 		}
 		return ks
 	}
+	const renamed = "the store keeps its keys' counts under the rule's name, keys and sub-shard, so every key of it starts with a full allowance once"
 	for _, p := range c.rules {
 		if p.base == nil {
 			continue
 		}
-		var what string
+		var what, why string
 		switch bk, hk := keys(p.base), keys(p.head); {
 		case p.base.Name != p.head.Name:
-			what = fmt.Sprintf("is renamed from %q", p.base.Name)
+			what, why = fmt.Sprintf("is renamed from %q", p.base.Name), renamed
 		case !slices.Equal(bk, hk):
-			what = fmt.Sprintf("matches the descriptor keys %s where it matched %s", strings.Join(hk, ", "), strings.Join(bk, ", "))
+			what, why = fmt.Sprintf("matches the descriptor keys %s where it matched %s", strings.Join(hk, ", "), strings.Join(bk, ", ")), renamed
 		case engine.RuleShards(p.base) != engine.RuleShards(p.head):
-			what = fmt.Sprintf("has %d sub-shards where it had %d", engine.RuleShards(p.head), engine.RuleShards(p.base))
+			what, why = fmt.Sprintf("has %d sub-shards where it had %d", engine.RuleShards(p.head), engine.RuleShards(p.base)), renamed
 		default:
-			continue
+			for _, lp := range policy.PairLimits(p.base.Limits, p.head.Limits) {
+				if lp.Base != nil && lp.Head != nil && (lp.Base.Algorithm == policy.TokenBucket) != (lp.Head.Algorithm == policy.TokenBucket) {
+					what = fmt.Sprintf("%s is a %s where it was a %s", limitName(p.head, lp.Index), lp.Head.Algorithm, lp.Base.Algorithm)
+					why = "a token bucket's state and a window's are not one another's, so every key starts it with a full allowance once"
+					break
+				}
+			}
+			if what == "" {
+				continue
+			}
 		}
-		e.at(p.head.Pos, p.head, "%s (base %s): the store keeps its keys' counts under the rule's name, keys and sub-shard, so every key of it starts with a full allowance once",
-			what, p.base.Pos)
+		e.at(p.head.Pos, p.head, "%s (base %s): %s", what, p.base.Pos, why)
 	}
 }

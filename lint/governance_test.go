@@ -282,6 +282,8 @@ func TestGovernance(t *testing.T) {
 		}, nil},
 		{"critical rule removed", nil, func(m *policy.Model) { removeRule(m, "payments") },
 			[]want{{"RL026", `rule "payments": on critical path "/v1/payments*" is removed (base p.cue:40:3) without a reason: add governance: removed: payments: "..."`}}},
+		{"a limit's family changed", nil, func(m *policy.Model) { rule(m, "gold").Limits[0].Algorithm = policy.FixedWindow },
+			[]want{{"RL031", `rule "gold": limit is a fixed_window where it was a token_bucket`}}},
 		{"critical rule renamed", nil, func(m *policy.Model) { rule(m, "payments").Name = "pay" },
 			[]want{{"RL031", `rule "pay": is renamed from "payments" (base p.cue:40:3): the store keeps its keys' counts`}}},
 		{"other rule removed", nil, func(m *policy.Model) { removeRule(m, "gold") }, nil},

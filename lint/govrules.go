@@ -156,15 +156,16 @@ Example:
 	}, checkCriticalRemoved},
 	{finding.Rule{
 		ID: "RL031", Name: "counts-reset", Severity: finding.Warning,
-		Summary: "A change gives every key of a rule a fresh allowance: the rule renamed, its descriptor keys changed, or its sub-shards (with --base).",
+		Summary: "A change gives every key of a rule a fresh allowance: the rule renamed, its descriptor keys or sub-shards changed, or a limit's family (with --base).",
 		Help: `The store keeps a key's counts under a name made of the rule's domain and name, the
 descriptor keys it matches with their values, and for a sub-sharded rule the sub-shard. A change
 to any of those names other keys: every key of the rule starts with a full allowance once, as if
 the rule were new, while the counts under the old names wait out their TTL. A client at its
 limit gets that limit again at once. With more sub-shards, each takes a smaller share, and the
 keys of the new ones start full (2 sub-shards becoming 4 admitted 1,500 of an hour's 1,000).
-Changes to the limits themselves keep the counts: a limit's state is stored under its window
-and algorithm's family, not its place in the list.
+A limit whose algorithm's family changes (a token bucket becoming a window, or back) starts
+afresh too. Adding, removing or reordering limits keeps the other limits' counts: a limit's
+state is stored under its window and family, not its place in the list.
 
 Runs with rlctl lint --base only.
 
