@@ -35,6 +35,10 @@ func Load(rev string, paths ...string) (*policy.Model, error) {
 	if rev == WorkingTree {
 		return schema.Load(paths...)
 	}
+	if strings.HasPrefix(rev, "-") {
+		// git would read it as an option: --base=--output=FILE wrote FILE.
+		return nil, fmt.Errorf("revision %q: a revision does not start with '-'", rev)
+	}
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}

@@ -186,3 +186,16 @@ func TestPositionsReachSettings(t *testing.T) {
 		t.Errorf("store_timeout's position names %q, want p/p.cue", got)
 	}
 }
+
+// TestLoadRefusesOptionLikeRevisions: a revision that starts with '-' is refused before git
+// runs, which would read it as an option: --base=--output=FILE made git archive write FILE.
+func TestLoadRefusesOptionLikeRevisions(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "pwn.tar")
+	_, err := Load("--output="+out, ".")
+	if err == nil || !strings.Contains(err.Error(), "does not start with '-'") {
+		t.Errorf("Load(--output=...): got %v, want the revision refused", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("git wrote %s", out)
+	}
+}
