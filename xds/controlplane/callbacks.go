@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -61,8 +63,8 @@ func (s *Server) callbacksOf(st *streams) xdsserver.CallbackFuncs {
 				req.VersionInfo = rejected
 			}
 			s.log.Warn("a client rejected a version (NACK); it keeps its last good one",
-				"node", req.GetNode().GetId(), "type_url", req.GetTypeUrl(), "version", rejected,
-				"error", req.GetErrorDetail().GetMessage())
+				"node", clip(req.GetNode().GetId()), "type_url", clip(req.GetTypeUrl()), "version", rejected,
+				"error", clip(req.GetErrorDetail().GetMessage()))
 			return nil
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, req *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
@@ -90,4 +92,17 @@ func typeLabel(typeURL string) string {
 		return typeURL
 	}
 	return "other"
+}
+
+// maxLogged is the most bytes of a client's text a log line holds.
+const maxLogged = 1024
+
+// clip is a client's text as a log line holds it: its first maxLogged bytes, and how many it
+// had. A client sent 200 rejections of 1 MB each, and they were logged whole: 200 MB of log in
+// 2.4 s.
+func clip(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(s[:maxLogged], ""), len(s))
 }
