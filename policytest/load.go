@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -92,12 +93,9 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := cuecontext.New().CompileBytes(data, cue.Filename(path))
-	if err := v.Err(); err != nil {
-		return nil, cueProblems(err)
-	}
-	if err := v.Validate(cue.Concrete(true)); err != nil {
-		return nil, cueProblems(err)
+	v, err := compile(path, data)
+	if err != nil {
+		return nil, err
 	}
 	var probs policy.Problems
 	checkFields(v, reflect.TypeFor[rawFile](), &probs)
@@ -167,8 +165,8 @@ func loadRequests(v cue.Value, raws []rawRequest, probs *policy.Problems) []Requ
 		if r.Hits < 0 {
 			*probs = append(*probs, problem(rv, "hits", "%d: must not be negative", r.Hits))
 		}
-		if rr.Repeat < 0 {
-			*probs = append(*probs, problem(rv, "repeat", "%d: must not be negative", rr.Repeat))
+		if rr.Repeat < 0 || rr.Repeat > MaxRepeat {
+			*probs = append(*probs, problem(rv, "repeat", "%d: must be from 0 to %d", rr.Repeat, MaxRepeat))
 		}
 		if len(rr.Descriptor) > 0 && (len(rr.Headers) > 0 || rr.Path != "" || rr.RemoteAddr != "" || len(rr.Claims) > 0) {
 			// A descriptor is sent as it is: the request's fields would be ignored.
@@ -289,4 +287,45 @@ func toPos(p token.Pos) policy.Pos {
 		return policy.Pos{}
 	}
 	return policy.Pos{File: p.Filename(), Line: p.Line(), Col: p.Column()}
+}
+
+// MaxRepeat is the most times a test may send one request: a repeat of 2^53 ran until it was
+// killed.
+const MaxRepeat = 1_000_000
+
+// evalTimeout bounds the evaluation of a test file, as schema.Load bounds a policy's: CUE cannot
+// be interrupted, and a few lines of comprehensions over comprehensions never finish. Tests
+// shorten it.
+var evalTimeout = 60 * time.Second
+
+// compile evaluates a test file's CUE and checks that it is concrete, giving up after
+// evalTimeout; the evaluation goroutine then runs on until CUE returns, which the command's
+// exit cuts short.
+func compile(path string, data []byte) (cue.Value, error) {
+	type result struct {
+		v   cue.Value
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v := cuecontext.New().CompileBytes(data, cue.Filename(path))
+		if err := v.Err(); err != nil {
+			done <- result{err: cueProblems(err)}
+			return
+		}
+		if err := v.Validate(cue.Concrete(true)); err != nil {
+			done <- result{err: cueProblems(err)}
+			return
+		}
+		done <- result{v: v}
+	}()
+	timer := time.NewTimer(evalTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-timer.C:
+		return cue.Value{}, policy.Problems{{Pos: policy.Pos{File: path, Line: 1, Col: 1},
+			Message: fmt.Sprintf("evaluation did not finish within %s: the file builds a huge value (for example comprehensions over comprehensions)", evalTimeout)}}
+	}
 }
