@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -74,8 +75,23 @@ func evaluate(files []*ast.File, names []string, values valueIndex) (*policy.Mod
 		m     *policy.Model
 		probs Problems
 	}
+	if n := overdue.Load(); n > 0 {
+		// A long-running process (serve-xds) reloads the same policy every 30 s: each timed
+		// out evaluation of it would leave one more goroutine spinning, without end.
+		return nil, Problems{{
+			Pos:     policy.Pos{File: names[0], Line: 1, Col: 1},
+			Message: "an earlier evaluation that did not finish within " + evalTimeout.String() + " is still running: no other starts until it ends",
+		}}
+	}
+	// settled is set by whichever comes first, the evaluation's end or the timeout.
+	var settled atomic.Bool
 	done := make(chan result, 1)
 	go func() {
+		defer func() {
+			if !settled.CompareAndSwap(false, true) {
+				overdue.Add(-1) // the evaluation the caller gave up on has ended
+			}
+		}()
 		user, probs := build1(files, values)
 		if len(probs) > 0 {
 			done <- result{nil, probs}
@@ -96,12 +112,18 @@ func evaluate(files []*ast.File, names []string, values valueIndex) (*policy.Mod
 		}
 		return r.m, r.probs
 	case <-timer.C:
+		if settled.CompareAndSwap(false, true) {
+			overdue.Add(1)
+		}
 		return nil, Problems{{
 			Pos:     policy.Pos{File: names[0], Line: 1, Col: 1},
 			Message: fmt.Sprintf("evaluation did not finish within %s: the policy builds a huge value (for example comprehensions over comprehensions)", evalTimeout),
 		}}
 	}
 }
+
+// overdue counts the evaluations still running that evaluate gave up on.
+var overdue atomic.Int32
 
 // PolicyFiles lists the .cue files that paths name, as Load reads them: a directory's .cue files
 // but those whose name starts with '.' or '_', and a .cue file given by name. Tools that edit a

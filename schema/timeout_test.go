@@ -38,4 +38,11 @@ domains: {}
 	if !strings.Contains(probs[0].Message, "did not finish") {
 		t.Errorf("problem message: got %q, want it to say evaluation did not finish", probs[0].Message)
 	}
+	// While that evaluation runs on, no other starts: serve-xds, reloading every 30 s, had
+	// left one more goroutine spinning at each reload.
+	t.Cleanup(func() { overdue.Store(0) }) // the bomb runs on; let later tests load
+	_, err = Load(dir)
+	if probs, ok := err.(Problems); !ok || len(probs) != 1 || !strings.Contains(probs[0].Message, "is still running") {
+		t.Errorf("Load again: got %v, want a problem saying the earlier evaluation is still running", err)
+	}
 }
