@@ -91,6 +91,7 @@ func ParseRepo(s string) (owner, name string, err error) {
 // keep their last two segments.
 func RepoFromRemote(remote string) (owner, name string, err error) {
 	r := strings.TrimSpace(remote)
+	remote = redactRemote(r) // errors quote it: without the credentials a URL may carry
 	var path string
 	if strings.Contains(r, "://") {
 		u, err := url.Parse(r)
@@ -108,6 +109,20 @@ func RepoFromRemote(remote string) (owner, name string, err error) {
 		return "", "", fmt.Errorf("remote URL %q: no OWNER/NAME in it", remote)
 	}
 	return segs[len(segs)-2], strings.TrimSuffix(segs[len(segs)-1], ".git"), nil
+}
+
+// redactRemote is a remote URL without the password or token of its user part
+// (https://x-access-token:TOKEN@HOST/...), which CI checkouts put there.
+func redactRemote(r string) string {
+	if u, err := url.Parse(r); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else if strings.Contains(u.Scheme, "http") {
+			u.User = url.User("xxxxx") // a token alone, as the user
+		}
+		return u.String()
+	}
+	return r
 }
 
 // OriginRepo returns OWNER/NAME of the origin remote of the Git repository around dir.
