@@ -171,3 +171,21 @@ func TestKeyStateSize(t *testing.T) {
 		t.Errorf("keyState is %d bytes, want at most 384", n)
 	}
 }
+
+// TestDisplayValueBounded: a denied key's identity holds a long value as its first bytes, its
+// length and a digest, so that the denied keys kept to the end of a replay are bounded in bytes
+// as in number (values of a megabyte each had made the bound a gigabyte). Values a store key
+// holds whole are shown whole.
+func TestDisplayValueBounded(t *testing.T) {
+	if got := displayValue("tenant-a"); got != "tenant-a" {
+		t.Errorf("displayValue(tenant-a) = %q", got)
+	}
+	long := strings.Repeat("v", 1<<20)
+	got := displayValue(long)
+	if len(got) > 300 || !strings.Contains(got, "(1048576 bytes, sha256 ") {
+		t.Errorf("displayValue of 1 MB: %d bytes, %.80q", len(got), got)
+	}
+	if displayValue(long+"x") == got {
+		t.Error("two long values with one prefix display alike")
+	}
+}

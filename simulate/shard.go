@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sort"
 	"strings"
@@ -452,7 +453,7 @@ func (sh *shard) describe(p *prepared, h *hit, ks *keyState, values []string) {
 		}
 		b.WriteString(src.Key)
 		b.WriteByte('=')
-		b.WriteString(v)
+		b.WriteString(displayValue(v))
 		if ks.addr == "" {
 			switch {
 			case src.Kind == policy.SourceRemoteAddress:
@@ -463,6 +464,18 @@ func (sh *shard) describe(p *prepared, h *hit, ks *keyState, values []string) {
 		}
 	}
 	ks.display = b.String()
+}
+
+// displayValue is a descriptor value as a denied key's identity shows it: whole up to
+// engine.MaxKeyValueLen bytes (as the store key holds it), else its first bytes, its length and
+// a digest. The identities of denied keys are kept to the end of a replay, up to a bound on
+// their number; values of a megabyte each made that bound a gigabyte.
+func displayValue(v string) string {
+	if len(v) <= engine.MaxKeyValueLen {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return fmt.Sprintf("%s… (%d bytes, sha256 %x)", strings.ToValidUTF8(v[:128], ""), len(v), sum[:8])
 }
 
 // stranded adds each rule's tokens held by the shard's leases into n (by rule index).
