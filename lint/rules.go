@@ -50,8 +50,10 @@ Example:
 		Help: `Descriptor lookup follows envoyproxy/ratelimit: at each level it takes the child whose
 key and value match exactly, else the first wildcard (value ending in '*') in declaration order
 whose prefix the value has, else the key-only match; it never backtracks, and the descriptor's
-depth must equal the rule's. So a wildcard "ab*" declared after "a*" is never chosen, and a
-key-only match is never chosen when the same key has the wildcard "*".
+depth must equal the rule's. So a wildcard "ab*" declared after "a*" is never chosen (but by
+the value "ab*" itself: the exact lookup finds a wildcard by its value as written, as
+envoyproxy/ratelimit's does, and no request sends that), and a key-only match is never chosen
+when the same key has the wildcard "*".
 
 Fix: declare the more specific wildcard first, or drop the rule.
 

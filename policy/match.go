@@ -162,6 +162,10 @@ func (r *Rule) DescriptorKeys() []string {
 	return keys
 }
 
+// child is the node entry e leads to from n, as envoyproxy/ratelimit finds it: first a child
+// whose value e's value is, a wildcard's included, written with its '*' (that service looks
+// KEY_VALUE up in one map of every value as written, before it tries any wildcard); then the
+// first wildcard whose prefix starts e's value; then the key-only child.
 func (n *node) child(e *Entry) *node {
 	for i := range n.exact {
 		if x := &n.exact[i]; x.key == e.Key {
@@ -169,6 +173,13 @@ func (n *node) child(e *Entry) *node {
 				return c
 			}
 			break
+		}
+	}
+	if strings.HasSuffix(e.Value, "*") {
+		for i := range n.wildcards {
+			if w := &n.wildcards[i]; w.key == e.Key && len(w.prefix)+1 == len(e.Value) && strings.HasPrefix(e.Value, w.prefix) {
+				return w.next
+			}
 		}
 	}
 	for i := range n.wildcards {

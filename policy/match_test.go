@@ -365,3 +365,36 @@ func TestCompileInternsSourceKeys(t *testing.T) {
 		t.Errorf("lookup after interning: got %v, %v", r, ok)
 	}
 }
+
+// TestLookupWildcardAsWritten: a value that is a wildcard's value as written, '*' included,
+// selects that wildcard's rule before any other wildcard is tried, as envoyproxy/ratelimit
+// looks KEY_VALUE up among all values as written first: "/v1/orders*" sent is the second rule's,
+// not the first wildcard's that its prefix "/v1/" starts.
+func TestLookupWildcardAsWritten(t *testing.T) {
+	d := &Domain{Name: "d", Rules: []*Rule{
+		rule("v1", wild("path", "/v1/*")),
+		rule("orders", wild("path", "/v1/orders*")),
+	}}
+	for _, tt := range []struct{ value, want string }{
+		{"/v1/orders*", "orders"},
+		{"/v1/orders/1", "v1"},
+		{"/v1/*", "v1"},
+	} {
+		got := ""
+		if r, ok := d.Lookup(entries(e("path", tt.value))); ok {
+			got = r.Name
+		}
+		if got != tt.want {
+			t.Errorf("path=%s: got rule %q, want %q", tt.value, got, tt.want)
+		}
+	}
+	sel := d.NewSelector([]string{"path"}, [][]int{{0}})
+	for _, v := range []string{"/v1/orders*", "/v1/orders/1"} {
+		c := []uint32{sel.Class(0, v)}
+		es := entries(e("path", v))
+		got, found := sel.Learn(0, c, es)
+		if want, wantFound := d.LookupIndex(es); got != want || found != wantFound {
+			t.Errorf("selector on %s: got %d %v, Lookup %d %v", v, got, found, want, wantFound)
+		}
+	}
+}

@@ -13,8 +13,9 @@ import (
 // once (Class) and then finds each shape's rule in a small table (Select).
 //
 // The tree tests a value of key k in two ways only, wherever an entry of key k meets a node:
-// whether it equals the value of one of the node's exact children of key k, and whether it
-// starts with the prefix of one of its wildcard children of key k. A value's class says which
+// whether it equals the value of one of the node's exact children of key k, or of a wildcard
+// child written with its '*', and whether it starts with the prefix of one of its wildcard
+// children of key k. A value's class says which
 // of all the values that exact children of key k hold it equals, if any, and which of all the
 // prefixes that wildcard children of key k test start it. Values of one class take the same
 // child at every node, so descriptors of one shape whose values have the same classes select
@@ -142,6 +143,7 @@ func (n *node) tests(exact, prefixes map[string]map[string]bool) {
 	}
 	for _, w := range n.wildcards {
 		add(prefixes, w.key, w.prefix)
+		add(exact, w.key, w.prefix+"*") // child finds a wildcard by its value as written first
 		w.next.tests(exact, prefixes)
 	}
 	for _, a := range n.any {

@@ -232,9 +232,10 @@ func TestSelectorClasses(t *testing.T) {
 		rule("catalog", exact("tenant", "t"), wild("path", "/catalog/*")),
 	}}
 	sel := d.NewSelector([]string{"path", "tenant", "ip"}, [][]int{{0}, {1, 0}})
-	// path: exact "/pay"; prefixes "/cat" and "/catalog/".
-	if c := sel.keys[0]; c.n != 2<<2 || len(c.prefixes) != 2 {
-		t.Fatalf("path: %d classes, prefixes %q: want 8 classes and two prefixes", c.n, c.prefixes)
+	// path: exact "/pay", and the wildcards' values as written, "/cat*" and "/catalog/*";
+	// prefixes "/cat" and "/catalog/".
+	if c := sel.keys[0]; c.n != 4<<2 || len(c.prefixes) != 2 {
+		t.Fatalf("path: %d classes, prefixes %q: want 16 classes and two prefixes", c.n, c.prefixes)
 	}
 	if n := sel.keys[2].n; n != 1 {
 		t.Errorf("ip: %d classes, want 1", n)
