@@ -165,8 +165,11 @@ func loadRequests(v cue.Value, raws []rawRequest, probs *policy.Problems) []Requ
 		if r.Hits < 0 {
 			*probs = append(*probs, problem(rv, "hits", "%d: must not be negative", r.Hits))
 		}
-		if rr.Repeat < 0 || rr.Repeat > MaxRepeat {
-			*probs = append(*probs, problem(rv, "repeat", "%d: must be from 0 to %d", rr.Repeat, MaxRepeat))
+		if rr.Repeat < 0 {
+			*probs = append(*probs, problem(rv, "repeat", "%d: must not be negative", rr.Repeat))
+		}
+		if rr.Repeat > MaxRepeat {
+			*probs = append(*probs, problem(rv, "repeat", "%d: at most %d", rr.Repeat, MaxRepeat))
 		}
 		if len(rr.Descriptor) > 0 && (len(rr.Headers) > 0 || rr.Path != "" || rr.RemoteAddr != "" || len(rr.Claims) > 0) {
 			// A descriptor is sent as it is: the request's fields would be ignored.
