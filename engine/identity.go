@@ -23,8 +23,9 @@ import "strconv"
 // keep the key's TTL from shrinking (others).
 //
 // Hashes stored before identities (tok0, win1, ...) are read and written by place by the
-// scripts alone (common.lua), until they expire: an instance of that version, during an
-// upgrade, counts in the same fields.
+// scripts alone (common.lua), for an hour after this version first meets them, so that an
+// instance of that version, during an upgrade, counts in the same fields; then they move to
+// identities.
 
 // MaxLimits is the most limits a key may have, and MaxAlike the most of one family and
 // length among them.

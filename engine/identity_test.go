@@ -261,6 +261,57 @@ func TestRedisKeepsTheOldLayout(t *testing.T) {
 			t.Errorf("the new version first: %v: the hash lost the old layout: %v", first == 1, h)
 		}
 	}
+	// An hour after this version first met it, a hash of the old layout moves to the new one,
+	// by place, with its counts: a key kept busy would otherwise never leave it, and a reload
+	// that moves its limits would read them by place for ever.
+	key := Key("upgrade", "0")
+	at := now + 3600*second + 30*second
+	h0, _ := srv.Client().HGetAll(ctx, key).Result()
+	var spent int64
+	for i := range int64(3) {
+		spent += take(1, key, at+i) // the hour's count: 20 s of takes before, none refilled since
+	}
+	h, err := srv.Client().HGetAll(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h["tok0"]; ok || h["cur:w3600000"] == "" || h["placed"] != "" {
+		t.Errorf("an hour on: want the new layout only, got %v (before: %v)", h, h0)
+	}
+	// The bucket refilled in the hour; the hour's window is a new one: what matters is that a
+	// reload adding a limit before them keeps both counts.
+	reloaded := append([]Limit{{Algorithm: FixedWindow, Requests: 1000, Window: second}}, limits...)
+	var more int64
+	for range 20 {
+		got, err := newStore.Take(ctx, TakeRequest{Key: key, Limits: reloaded, Want: 1, Now: at + 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		more += got.Granted
+	}
+	if spent+more > 10 {
+		t.Errorf("after the move, a limit added before the others: %d then %d more at one instant of a bucket of 10", spent, more)
+	}
+}
+
+// TestRedisIgnoresOldNamesInNewHashes: in a hash of the new layout, a field named the old way (a
+// stray write, or an instance of the old version during an upgrade) does not make the scripts
+// read the hash by place: a spent bucket stays spent.
+func TestRedisIgnoresOldNamesInNewHashes(t *testing.T) {
+	srv := redistest.Start(t)
+	s := NewRedis(srv.Client())
+	limits := []Limit{{Algorithm: TokenBucket, Requests: 10, Window: 60 * second}}
+	key := Key("old-names")
+	now := int64(1_000_000) * 3600 * second
+	if got := granted(t, s, key, limits, now, 10); got != 10 {
+		t.Fatalf("a fresh bucket of 10 granted %d", got)
+	}
+	if err := srv.Client().HSet(context.Background(), key, "len7", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := granted(t, s, key, limits, now, 10); got != 0 {
+		t.Errorf("a spent bucket with a stray len7 field granted %d", got)
+	}
 }
 
 // granted takes up to want tokens, at least 1, of key at now and returns how many s granted.

@@ -84,6 +84,11 @@ local function parseid(id)
   return fam, tonumber(w), tonumber(d)
 end
 
+-- PLACED is how long, in ms, a hash of the old layout (below) is read and
+-- written by place after this version first met it, before it moves to the
+-- new one: long enough for a fleet to finish a rolling upgrade.
+local PLACED = 3600000
+
 -- load reads the key's hash (HGETALL) and returns the state of each limit,
 -- with the others flag: the hash holds state no limit takes (a policy's before
 -- or after a reload, which its instances may still count in), or fields a
@@ -95,13 +100,16 @@ end
 -- failing that, fresh state.
 --
 -- A hash stored before fields were named by identity (tok0, win1, ...: a
--- limit's place in the list) is read and written by place, as that version
--- did, for as long as it lasts: instances of that version may still be
--- counting in it during an upgrade. Its key gets the new layout once it has
--- expired.
-local function load(key, ls)
+-- limit's place in the list), and holding no field named so, is read and
+-- written by place, as that version did, for PLACED ms after this version
+-- first met it (the field placed holds when): instances of that version may
+-- still be counting in it during an upgrade. Then its states move by place
+-- under the limits' identities, and the old fields go. In a hash of the new
+-- layout, fields named the old way (a stray write, or an instance of the old
+-- version) are others.
+local function load(key, ls, now)
   local h = redis.call('HGETALL', key)
-  local states, legacy, others = {}, {}, false
+  local states, legacy, others, placed = {}, {}, false, nil
   for k = 1, #h, 2 do
     local f, v = h[k], tonumber(h[k + 1])
     local name, id = string.match(f, '^(%a+):(.+)$')
@@ -110,31 +118,50 @@ local function load(key, ls)
       states[id] = states[id] or {raw = {}}
       states[id][name], states[id].raw[name] = v, h[k + 1]
     elseif lname and NAMES[lname] then
-      legacy[tonumber(at)] = legacy[tonumber(at)] or {}
-      legacy[tonumber(at)][lname] = v
+      at = tonumber(at)
+      legacy[at] = legacy[at] or {raw = {}, names = {}}
+      legacy[at][lname], legacy[at].raw[lname] = v, h[k + 1]
+      legacy[at].names[#legacy[at].names + 1] = f
+    elseif f == 'placed' and v then
+      placed = v
     else
       others = true
     end
   end
   local sts, stale = {}, {}
-  if next(legacy) then
+  if next(legacy) and not next(states) then
+    if placed == nil or now - placed < PLACED then
+      for at, fs in pairs(legacy) do
+        local l = ls[at + 1]
+        for name in pairs(fs) do
+          if NAMES[name] and (not l or not OWN[l.algo][name]) then others = true end
+        end
+      end
+      for i, l in ipairs(ls) do
+        local s, fs = {at = i - 1}, legacy[i - 1] or {}
+        for name in pairs(OWN[l.algo]) do s[name] = fs[name] end
+        sts[i] = s
+      end
+      if placed == nil then sts.placed = now end
+      return sts, others, stale
+    end
+    -- Moved by place under the limits' identities; what no limit takes goes.
     for at, fs in pairs(legacy) do
       local l = ls[at + 1]
-      for name in pairs(fs) do
-        if not l or not OWN[l.algo][name] then others = true end
+      if l and ((l.algo == 0 and (fs.tok or fs.ts)) or (l.algo ~= 0 and (fs.win or fs.cur))) then
+        local s = {raw = fs.raw, id = l.id, moved = true}
+        for name in pairs(OWN[l.algo]) do s[name] = fs[name] end
+        sts[at + 1] = s
       end
+      for _, f in ipairs(fs.names) do stale[#stale + 1] = f end
     end
-    if next(states) then others = true end
-    for i, l in ipairs(ls) do
-      local s, fs = {at = i - 1}, legacy[i - 1] or {}
-      for name in pairs(OWN[l.algo]) do s[name] = fs[name] end
-      sts[i] = s
-    end
-    return sts, others, stale
+    stale[#stale + 1] = 'placed'
+  elseif next(legacy) then
+    others = true
   end
   local used = {}
   for i, l in ipairs(ls) do
-    if states[l.id] then
+    if not sts[i] and states[l.id] then
       sts[i], used[l.id] = states[l.id], true
       sts[i].id = l.id
     end
@@ -200,6 +227,10 @@ local function save(key, ls, sts, ttl, keep, stale)
         end
       end
     end
+  end
+  if sts.placed then
+    args[k + 1], args[k + 2] = 'placed', string.format('%d', sts.placed)
+    k = k + 2
   end
   if k > 0 then redis.call('HSET', key, unpack(args)) end
   if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end

@@ -5,7 +5,7 @@ local key = KEYS[1]
 local now = clock(ARGV[1])
 local n, taken, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ls = limits(tonumber(ARGV[5]), 5)
-local sts, others, stale = load(key, ls)
+local sts, others, stale = load(key, ls, now)
 local keep = others
 for i, l in ipairs(ls) do
   local s = sts[i]

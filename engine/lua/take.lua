@@ -5,7 +5,7 @@ local key = KEYS[1]
 local now = clock(ARGV[1])
 local want, need, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ls = limits(tonumber(ARGV[5]), 5)
-local sts, others, stale = load(key, ls)
+local sts, others, stale = load(key, ls, now)
 
 local function retry_after(l, s, now, n)
   if n > l.cap then return NEVER end
