@@ -58,8 +58,14 @@ func TestLoadRefusesLinksOutside(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(dir, "creds.cue")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(dir)
-	if err == nil || !strings.Contains(err.Error(), "creds.cue is a symbolic link to") || strings.Contains(err.Error(), "ghp_secret") {
-		t.Errorf("a link outside: got %v, want creds.cue refused as a link outside, and no value of it", err)
+	for _, path := range []string{dir, filepath.Join(dir, "creds.cue")} {
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), "creds.cue is a symbolic link to") || strings.Contains(err.Error(), "ghp_secret") {
+			t.Errorf("Load(%s), a link outside: got %v, want creds.cue refused as a link outside, and no value of it", path, err)
+		}
+	}
+	// The file it leads to, named itself, is loaded as any file is.
+	if _, err := Load(filepath.Join(dir, "inside.cue")); err != nil && strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("a link within its directory, named: %v", err)
 	}
 }

@@ -149,6 +149,13 @@ func policyFiles(paths []string) ([]string, error) {
 			if err := regular(p, fi); err != nil {
 				return nil, err
 			}
+			if lfi, err := os.Lstat(p); err == nil && lfi.Mode()&os.ModeSymlink != 0 {
+				// A test file's policies path is a pull request's to choose, as a
+				// directory's files are.
+				if err := within(filepath.Dir(p), filepath.Base(p)); err != nil {
+					return nil, err
+				}
+			}
 			names = append(names, p)
 			continue
 		}
@@ -193,7 +200,7 @@ func policyFiles(paths []string) ([]string, error) {
 }
 
 // within refuses a policy file of directory dir, name, that is a symbolic link to a file
-// outside dir. The policies CI lints come from pull requests: a link to a credentials file of
+// outside dir, whether found in dir or named as a PATH. The policies CI lints come from pull requests: a link to a credentials file of
 // the machine that runs the checks had its values printed in the findings of a CUE error.
 func within(dir, name string) error {
 	root, err := filepath.EvalSymlinks(dir)
@@ -205,7 +212,7 @@ func within(dir, name string) error {
 		return fmt.Errorf("load: %w", err)
 	}
 	if rel, err := filepath.Rel(root, target); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return fmt.Errorf("load: %s is a symbolic link to %s, outside %s: a policy file in a directory must be in it (give the file itself as a PATH to load it)",
+		return fmt.Errorf("load: %s is a symbolic link to %s, outside %s: a policy file must be in the directory of its link (give the file it leads to as a PATH to load it)",
 			filepath.Join(dir, name), target, dir)
 	}
 	return nil
