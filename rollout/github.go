@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os/exec"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -96,7 +97,8 @@ func RepoFromRemote(remote string) (owner, name string, err error) {
 	if strings.Contains(r, "://") {
 		u, err := url.Parse(r)
 		if err != nil {
-			return "", "", fmt.Errorf("remote URL %q: %w", remote, err)
+			// Not url.Parse's error, which quotes the URL whole, credentials and all.
+			return "", "", fmt.Errorf("remote URL %q: not a URL", remote)
 		}
 		path = u.Path
 	} else if _, p, ok := strings.Cut(r, ":"); ok && !strings.HasPrefix(r, "/") {
@@ -114,7 +116,11 @@ func RepoFromRemote(remote string) (owner, name string, err error) {
 // redactRemote is a remote URL without the password or token of its user part
 // (https://x-access-token:TOKEN@HOST/...), which CI checkouts put there.
 func redactRemote(r string) string {
-	if u, err := url.Parse(r); err == nil && u.User != nil {
+	u, err := url.Parse(r)
+	if err != nil {
+		return userPart.ReplaceAllString(r, "${1}xxxxx@")
+	}
+	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		} else if strings.Contains(u.Scheme, "http") {
@@ -124,6 +130,9 @@ func redactRemote(r string) string {
 	}
 	return r
 }
+
+// userPart is the user part of a URL that url.Parse refuses.
+var userPart = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@`)
 
 // OriginRepo returns OWNER/NAME of the origin remote of the Git repository around dir.
 func OriginRepo(dir string) (owner, name string, err error) {

@@ -463,7 +463,8 @@ func TestRepoFromRemote(t *testing.T) {
 // TestRepoFromRemoteHidesCredentials: a remote URL that does not name a repository is quoted in
 // the error without the token a CI checkout puts in it.
 func TestRepoFromRemoteHidesCredentials(t *testing.T) {
-	for _, remote := range []string{"https://x-access-token:ghs_SECRET@github.example/", "https://ghp_SECRET@github.example/"} {
+	for _, remote := range []string{"https://x-access-token:ghs_SECRET@github.example/", "https://ghp_SECRET@github.example/",
+		"https://x-access-token:ghs_SECRET@github.com:abc/", "https://ghs_SECRET@github.example/%zz"} {
 		_, _, err := RepoFromRemote(remote)
 		if err == nil || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("RepoFromRemote(%q): got %v, want an error without the token", remote, err)
