@@ -273,3 +273,12 @@ func TestCellTextHoldsItsCell(t *testing.T) {
 		t.Errorf("cellText = %q: want one line, no HTML, no live mention, the separator escaped", got)
 	}
 }
+
+// TestHoldStaysOnItsLine: a hold's text with a line break is quoted in the gate's evidence, so
+// that no line of the text output starts with a runner's workflow command.
+func TestHoldStaysOnItsLine(t *testing.T) {
+	r := &policy.Rule{Stage: policy.Stage{Name: policy.StageShadow, Hold: "x\n::add-mask::token"}}
+	if g := holdGate(r); strings.Contains(g.Reason, "\n") {
+		t.Errorf("hold gate reason %q: want it on one line", g.Reason)
+	}
+}
