@@ -134,6 +134,16 @@ func Load(path string) (*File, error) {
 		}
 		f.Tests = append(f.Tests, t)
 	}
+	var sends int64
+	for _, t := range f.Tests {
+		for _, r := range t.Requests {
+			sends += int64(r.Repeat)
+		}
+	}
+	if sends > MaxSends {
+		probs = append(probs, policy.Problem{Pos: start, Path: "tests",
+			Message: fmt.Sprintf("the file sends %d requests in all, repeats counted: at most %d", sends, MaxSends)})
+	}
 	if len(probs) > 0 {
 		probs.Sort()
 		return nil, probs
@@ -292,9 +302,13 @@ func toPos(p token.Pos) policy.Pos {
 	return policy.Pos{File: p.Filename(), Line: p.Line(), Col: p.Column()}
 }
 
-// MaxRepeat is the most times a test may send one request: a repeat of 2^53 ran until it was
-// killed.
-const MaxRepeat = 1_000_000
+// MaxRepeat is the most times a test may send one request, and MaxSends the most requests a
+// test file may send in all: a repeat of 2^53 ran until it was killed, and so did 10,000
+// requests of a million repeats each, which a list comprehension writes in one line.
+const (
+	MaxRepeat = 1_000_000
+	MaxSends  = 10_000_000
+)
 
 // evalTimeout bounds the evaluation of a test file, as schema.Load bounds a policy's: CUE cannot
 // be interrupted, and a few lines of comprehensions over comprehensions never finish. Tests

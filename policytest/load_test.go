@@ -27,6 +27,12 @@ tests: t: {domain: "edge", requests: [{at: "0s", headers: {"x-tenant": "a"}, rep
 	if err == nil || !strings.Contains(err.Error(), "repeat") || !strings.Contains(err.Error(), "1000000") {
 		t.Errorf("a repeat of 2^53: got %v, want a problem naming repeat and its bound", err)
 	}
+	_, err = Load(write("many.cue", `policies: "."
+tests: t: {domain: "edge", requests: [for i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10] {at: "0s", headers: {"x-tenant": "a"}, repeat: 1000000, expect: decision: "unmatched"}]}
+`))
+	if err == nil || !strings.Contains(err.Error(), "11000000 requests in all") {
+		t.Errorf("11 requests of a million repeats: got %v, want a problem naming the total", err)
+	}
 	defer func(d time.Duration) { evalTimeout = d }(evalTimeout)
 	evalTimeout = 200 * time.Millisecond
 	bomb := "policies: \".\"\n_a: [for i in [0,1,2,3,4,5,6,7,8,9] {i}]\n"
