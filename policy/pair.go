@@ -10,8 +10,8 @@ type LimitPair struct {
 
 // PairLimits pairs two versions of a rule's limits for comparison, as rlctl diff and lint's
 // governance read them: when each side has one limit, they are the pair; otherwise a head limit
-// pairs with the first unpaired base limit of the same window, then the limits left pair in their
-// order. The pairs come in head order, then the base limits left over (removed).
+// pairs with the first unpaired base limit of the same window and family (token bucket, or
+// window), then of the same window, then the limits left pair in their order. The pairs come in head order, then the base limits left over (removed).
 func PairLimits(base, head []Limit) []LimitPair {
 	if len(base) == 1 && len(head) == 1 {
 		return []LimitPair{{Base: &base[0], Head: &head[0]}}
@@ -20,10 +20,21 @@ func PairLimits(base, head []Limit) []LimitPair {
 	pairs := make([]LimitPair, len(head))
 	for i := range head {
 		pairs[i] = LimitPair{Head: &head[i], Index: i}
-		for j := range base {
-			if !used[j] && base[j].WindowMs == head[i].WindowMs {
-				pairs[i].Base, used[j] = &base[j], true
-				break
+	}
+	// Of the same window, one of the same family first (a token bucket, or a window), as the
+	// store keeps a limit's state: two limits of one window and two families swapped are the
+	// same limits.
+	for _, sameFamily := range []bool{true, false} {
+		for i := range head {
+			if pairs[i].Base != nil {
+				continue
+			}
+			for j := range base {
+				if !used[j] && base[j].WindowMs == head[i].WindowMs &&
+					(!sameFamily || (base[j].Algorithm == TokenBucket) == (head[i].Algorithm == TokenBucket)) {
+					pairs[i].Base, used[j] = &base[j], true
+					break
+				}
 			}
 		}
 	}
