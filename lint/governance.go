@@ -570,11 +570,32 @@ func checkCountsReset(c *domainChange, e *emitter) {
 		case engine.RuleShards(p.base) != engine.RuleShards(p.head):
 			what, why = fmt.Sprintf("has %d sub-shards where it had %d", engine.RuleShards(p.head), engine.RuleShards(p.base)), renamed
 		default:
-			for _, lp := range policy.PairLimits(p.base.Limits, p.head.Limits) {
-				if lp.Base != nil && lp.Head != nil && (lp.Base.Algorithm == policy.TokenBucket) != (lp.Head.Algorithm == policy.TokenBucket) {
-					what = fmt.Sprintf("%s is a %s where it was a %s", limitName(p.head, lp.Index), lp.Head.Algorithm, lp.Base.Algorithm)
-					why = "a token bucket's state and a window's are not one another's, so every key starts it with a full allowance once"
-					break
+			// The store keeps a limit's state by its family and window (engine/identity.go),
+			// whatever its place: a family changed is a window that one side has of one family
+			// only and the other side of the other only.
+			type kind struct {
+				bucket bool
+				window int64
+			}
+			kinds := func(ls []policy.Limit) map[kind]policy.Algorithm {
+				m := map[kind]policy.Algorithm{}
+				for _, l := range ls {
+					m[kind{l.Algorithm == policy.TokenBucket, l.WindowMs}] = l.Algorithm
+				}
+				return m
+			}
+			bk, hk := kinds(p.base.Limits), kinds(p.head.Limits)
+			for i, l := range p.head.Limits {
+				k := kind{l.Algorithm == policy.TokenBucket, l.WindowMs}
+				other := kind{!k.bucket, k.window}
+				if was, ok := bk[other]; ok {
+					if _, kept := bk[k]; !kept {
+						if _, also := hk[other]; !also {
+							what = fmt.Sprintf("%s is a %s where it was a %s", limitName(p.head, i), l.Algorithm, was)
+							why = "a token bucket's state and a window's are not one another's, so every key starts it with a full allowance once"
+							break
+						}
+					}
 				}
 			}
 			if what == "" {

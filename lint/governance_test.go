@@ -284,6 +284,15 @@ func TestGovernance(t *testing.T) {
 			[]want{{"RL026", `rule "payments": on critical path "/v1/payments*" is removed (base p.cue:40:3) without a reason: add governance: removed: payments: "..."`}}},
 		{"a limit's family changed", nil, func(m *policy.Model) { rule(m, "gold").Limits[0].Algorithm = policy.FixedWindow },
 			[]want{{"RL031", `rule "gold": limit is a fixed_window where it was a token_bucket`}}},
+		// The store keeps a limit's state by family and window: two limits of a window, of two
+		// families, swapped in the list keep their states.
+		{"limits of two families reordered", func(m *policy.Model) {
+			r := rule(m, "tenants")
+			r.Limits = append(r.Limits, policy.Limit{Requests: 10, WindowMs: 60_000, Algorithm: policy.FixedWindow, Cost: 1})
+		}, func(m *policy.Model) {
+			ls := rule(m, "tenants").Limits
+			ls[0], ls[1] = ls[1], ls[0]
+		}, nil},
 		{"critical rule renamed", nil, func(m *policy.Model) { rule(m, "payments").Name = "pay" },
 			[]want{{"RL031", `rule "pay": is renamed from "payments" (base p.cue:40:3): the store keeps its keys' counts`}}},
 		{"other rule removed", nil, func(m *policy.Model) { removeRule(m, "gold") }, nil},

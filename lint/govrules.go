@@ -14,7 +14,7 @@ base does not have, or whose limit the change makes tighter, starts in the shado
 is evaluated and counted but never rejects, so its false positives show before anyone is blocked.
 
 A limit is tighter when its rate (requests per window, compared exactly) or its burst is lower
-than the base's limit it pairs with (the one of the same window, as rlctl diff pairs them), or
+than the base's limit it pairs with (the one of the same window, of its family first, as rlctl diff pairs them), or
 when the rule gains a limit. Rates are compared as what one key gets: in requests of the rule's
 cost, in one sub-shard (a key whose traffic comes from one attribute value gets one shard's
 share), so 100/1s becoming 100/1s at cost 2, or over 4 sub_shards, is tighter, and 500/1s at
