@@ -325,6 +325,11 @@ func (e *Enforcer) openJournal() error {
 		if err := os.Rename(e.conf.JournalPath, e.conf.JournalPath+".prev"); err != nil {
 			return fmt.Errorf("enforcer: journal: keeping the previous one: %w", err)
 		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(e.conf.JournalPath+".prev", 0o600); err != nil {
+				return fmt.Errorf("enforcer: journal: %w", err)
+			}
+		}
 	}
 	// Owner only: the journal holds store keys, and so descriptor values as sent, API keys
 	// included (the log shows those as digests).

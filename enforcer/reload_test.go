@@ -580,18 +580,27 @@ func TestReloadAddingALimitKeepsTheCount(t *testing.T) {
 }
 
 // TestJournalIsOwnerOnly: the journal holds descriptor values as sent, API keys included, so it
-// is written readable by its owner only, even over an older file that others could read.
+// is written readable by its owner only, even over an older file that others could read, and
+// so is the earlier run's journal it keeps as FILE.prev.
 func TestJournalIsOwnerOnly(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "journal.jsonl")
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	spawn(t, testModel(), func(c *Config) { c.JournalPath = path })
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if perm := fi.Mode().Perm(); perm != 0o600 {
-		t.Errorf("journal mode %v, want 0600", perm)
+	for _, old := range []string{"", "{\"k\":\"h\"}\n"} {
+		path := filepath.Join(t.TempDir(), "journal.jsonl")
+		if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		spawn(t, testModel(), func(c *Config) { c.JournalPath = path })
+		files := []string{path}
+		if old != "" {
+			files = append(files, path+".prev")
+		}
+		for _, f := range files {
+			fi, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if perm := fi.Mode().Perm(); perm != 0o600 {
+				t.Errorf("%s: mode %v, want 0600", filepath.Base(f), perm)
+			}
+		}
 	}
 }
