@@ -75,12 +75,13 @@ func evaluate(files []*ast.File, names []string, values valueIndex) (*policy.Mod
 		m     *policy.Model
 		probs Problems
 	}
-	if n := overdue.Load(); n > 0 {
+	if n := overdue.Load(); n >= maxOverdue {
 		// A long-running process (serve-xds) reloads the same policy every 30 s: each timed
-		// out evaluation of it would leave one more goroutine spinning, without end.
+		// out evaluation of it would leave one more goroutine spinning, without end. One may
+		// run on, so that a policy fixed since loads.
 		return nil, Problems{{
 			Pos:     policy.Pos{File: names[0], Line: 1, Col: 1},
-			Message: "an earlier evaluation that did not finish within " + evalTimeout.String() + " is still running: no other starts until it ends",
+			Message: fmt.Sprintf("%d earlier evaluations that did not finish within %s are still running: no other starts until one ends", n, evalTimeout),
 		}}
 	}
 	// settled is set by whichever comes first, the evaluation's end or the timeout.
@@ -122,8 +123,11 @@ func evaluate(files []*ast.File, names []string, values valueIndex) (*policy.Mod
 	}
 }
 
-// overdue counts the evaluations still running that evaluate gave up on.
+// overdue counts the evaluations still running that evaluate gave up on; while maxOverdue of
+// them run, no other starts.
 var overdue atomic.Int32
+
+const maxOverdue = 2
 
 // PolicyFiles lists the .cue files that paths name, as Load reads them: a directory's .cue files
 // but those whose name starts with '.' or '_', and a .cue file given by name. Tools that edit a
