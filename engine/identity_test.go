@@ -213,9 +213,9 @@ func TestRedisKeepsTheOldLayout(t *testing.T) {
 	limits := []Limit{{Algorithm: TokenBucket, Requests: 10, Window: 60 * second}, {Algorithm: FixedWindow, Requests: 100, Window: 3600 * second}}
 	now := int64(1_000_000) * 3600 * second
 	newStore := NewRedis(srv.Client())
-	take := func(version int, key string, at int64) int64 {
+	takeWith := func(version int, key string, limits []Limit, at, want int64) int64 {
 		t.Helper()
-		req := TakeRequest{Key: key, Limits: limits, Want: 1, Now: at}
+		req := TakeRequest{Key: key, Limits: limits, Want: want, Min: 1, Now: at}
 		if version == 1 {
 			got, err := newStore.Take(ctx, req)
 			if err != nil {
@@ -237,21 +237,23 @@ func TestRedisKeepsTheOldLayout(t *testing.T) {
 		}
 		return got.Granted
 	}
+	take := func(version int, key string, at int64) int64 { return takeWith(version, key, limits, at, 1) }
 	for _, first := range []int{0, 1} {
 		key := Key("upgrade", strconv.Itoa(first))
 		var admitted int64
-		for i := range int64(20) {
+		for i := range int64(600) {
 			admitted += take((first+int(i))%2, key, now+i*second)
 		}
-		// 10, and what 20 s refill of 10 a minute: 3. A key the new version made first is
-		// fresh to the old one once (its first call), which writes the old layout: at most
-		// one more allowance.
-		want := int64(13)
+		// Ten minutes of one a second, both versions in turn: the hour's 100 binds (the
+		// bucket would admit 110). A key the new version made first is fresh to the old one
+		// once, its first call, which then writes the old layout: one more allowance of the
+		// bucket at most. Counting apart, the two versions had admitted 200.
+		want := int64(100)
 		if first == 1 {
 			want += 10
 		}
 		if admitted > want {
-			t.Errorf("the new version first: %v: admitted %d in 20 s of one a second, want at most %d", first == 1, admitted, want)
+			t.Errorf("the new version first: %v: admitted %d in 10 minutes of one a second, want at most %d", first == 1, admitted, want)
 		}
 		h, err := srv.Client().HGetAll(ctx, key).Result()
 		if err != nil {
@@ -265,11 +267,11 @@ func TestRedisKeepsTheOldLayout(t *testing.T) {
 	// by place, with its counts: a key kept busy would otherwise never leave it, and a reload
 	// that moves its limits would read them by place for ever.
 	key := Key("upgrade", "0")
-	at := now + 3600*second + 30*second
+	at := now + 3600*second + 630*second
 	h0, _ := srv.Client().HGetAll(ctx, key).Result()
 	var spent int64
 	for i := range int64(3) {
-		spent += take(1, key, at+i) // the hour's count: 20 s of takes before, none refilled since
+		spent += take(1, key, at+i)
 	}
 	h, err := srv.Client().HGetAll(ctx, key).Result()
 	if err != nil {
@@ -291,6 +293,21 @@ func TestRedisKeepsTheOldLayout(t *testing.T) {
 	}
 	if spent+more > 10 {
 		t.Errorf("after the move, a limit added before the others: %d then %d more at one instant of a bucket of 10", spent, more)
+	}
+	// A window's state moves by the length it records, not by its place when the move
+	// comes: a day spent under the old layout, then, an hour on, a per-minute limit reloaded
+	// before it. By place, the day's count went to the minute's name, and 100 more passed.
+	day := []Limit{{Algorithm: FixedWindow, Requests: 100, Window: 24 * 3600 * second}}
+	dayStart := int64(20_000) * 24 * 3600 * second
+	if got := takeWith(0, "upgrade-day", day, dayStart, 100); got != 100 {
+		t.Fatalf("the old version, a fresh day: granted %d", got)
+	}
+	if got := takeWith(1, "upgrade-day", day, dayStart+second, 1); got != 0 {
+		t.Errorf("the new version, by place: granted %d of a spent day", got)
+	}
+	minuteFirst := append([]Limit{{Algorithm: FixedWindow, Requests: 1000, Window: 60 * second}}, day...)
+	if got := takeWith(1, "upgrade-day", minuteFirst, dayStart+3660*second, 100); got != 0 {
+		t.Errorf("an hour on, a per-minute limit before the day: granted %d of a spent day", got)
 	}
 }
 

@@ -99,14 +99,16 @@ local PLACED = 3600000
 -- first, then in their order, and save moves it under its own identity;
 -- failing that, fresh state.
 --
--- A hash stored before fields were named by identity (tok0, win1, ...: a
--- limit's place in the list), and holding no field named so, is read and
--- written by place, as that version did, for PLACED ms after this version
--- first met it (the field placed holds when): instances of that version may
--- still be counting in it during an upgrade. Then its states move by place
--- under the limits' identities, and the old fields go. In a hash of the new
--- layout, fields named the old way (a stray write, or an instance of the old
--- version) are others.
+-- A hash holding a whole state named the old way (tok0 and ts0, or win1 and
+-- cur1: a limit's place in the list) was written by the version before
+-- identities, or by an instance of it during an upgrade. It is read and
+-- written by place, as that version does, so that both versions count in the
+-- same fields, for PLACED ms after this version first met it (the field
+-- placed holds when). Then its states move under identities: a window's by
+-- the length it records, a bucket's as the bucket limit of its place, else
+-- dropped; they take part in the matching above as any state, and the old
+-- fields go. A lone field named the old way (a stray write) is one of the
+-- others.
 local function load(key, ls, now)
   local h = redis.call('HGETALL', key)
   local states, legacy, others, placed = {}, {}, false, nil
@@ -128,40 +130,59 @@ local function load(key, ls, now)
       others = true
     end
   end
+  local whole = false
+  for _, fs in pairs(legacy) do
+    if (fs.tok and fs.ts) or (fs.win and fs.cur) then whole = true end
+  end
   local sts, stale = {}, {}
-  if next(legacy) and not next(states) then
-    if placed == nil or now - placed < PLACED then
-      for at, fs in pairs(legacy) do
-        local l = ls[at + 1]
-        for name in pairs(fs) do
-          if NAMES[name] and (not l or not OWN[l.algo][name]) then others = true end
-        end
-      end
-      for i, l in ipairs(ls) do
-        local s, fs = {at = i - 1}, legacy[i - 1] or {}
-        for name in pairs(OWN[l.algo]) do s[name] = fs[name] end
-        sts[i] = s
-      end
-      if placed == nil then sts.placed = now end
-      return sts, others, stale
-    end
-    -- Moved by place under the limits' identities; what no limit takes goes.
+  if whole and (placed == nil or now - placed < PLACED) then
     for at, fs in pairs(legacy) do
       local l = ls[at + 1]
-      if l and ((l.algo == 0 and (fs.tok or fs.ts)) or (l.algo ~= 0 and (fs.win or fs.cur))) then
-        local s = {raw = fs.raw, id = l.id, moved = true}
-        for name in pairs(OWN[l.algo]) do s[name] = fs[name] end
-        sts[at + 1] = s
+      for name in pairs(fs) do
+        if NAMES[name] and (not l or not OWN[l.algo][name]) then others = true end
+      end
+    end
+    if next(states) then others = true end
+    for i, l in ipairs(ls) do
+      local s, fs = {at = i - 1}, legacy[i - 1] or {}
+      for name in pairs(OWN[l.algo]) do s[name] = fs[name] end
+      sts[i] = s
+    end
+    if placed == nil then sts.placed = now end
+    return sts, others, stale
+  end
+  if whole then
+    -- The move: the old states, the newest writes, replace any of the same identity.
+    for at, fs in pairs(legacy) do
+      local l, id = ls[at + 1], nil
+      if fs.win and fs.cur then
+        local w = fs.len
+        if w == nil and l and l.algo ~= 0 then w = l.win end
+        if w then
+          id = 'w' .. string.format('%d', w)
+          if l and l.algo ~= 0 and l.win == w then id = l.id end
+        end
+      elseif fs.tok and fs.ts and l and l.algo == 0 then
+        id = l.id
+      end
+      if id then
+        local st = {raw = {}, moved = true}
+        for name in pairs(NAMES) do
+          if fs[name] ~= nil and ((fs.tok and (name == 'tok' or name == 'ts')) or (not fs.tok and name ~= 'tok' and name ~= 'ts')) then
+            st[name], st.raw[name] = fs[name], fs.raw[name]
+          end
+        end
+        states[id] = st
       end
       for _, f in ipairs(fs.names) do stale[#stale + 1] = f end
     end
-    stale[#stale + 1] = 'placed'
+    if placed then stale[#stale + 1] = 'placed' end
   elseif next(legacy) then
     others = true
   end
   local used = {}
   for i, l in ipairs(ls) do
-    if not sts[i] and states[l.id] then
+    if states[l.id] then
       sts[i], used[l.id] = states[l.id], true
       sts[i].id = l.id
     end
@@ -189,8 +210,14 @@ local function load(key, ls, now)
       sts[i] = {id = ls[i].id}
     end
   end
-  for id in pairs(states) do
-    if not used[id] then others = true end
+  for id, st in pairs(states) do
+    if not used[id] then
+      others = true
+      if st.moved then
+        sts.orphans = sts.orphans or {}
+        sts.orphans[id] = st
+      end
+    end
   end
   for i, l in ipairs(ls) do
     for name in pairs(sts[i]) do
@@ -231,6 +258,15 @@ local function save(key, ls, sts, ttl, keep, stale)
   if sts.placed then
     args[k + 1], args[k + 2] = 'placed', string.format('%d', sts.placed)
     k = k + 2
+  end
+  -- Old states moved under an identity no limit of the call has: written as they were.
+  for id, st in pairs(sts.orphans or {}) do
+    for _, f in ipairs(ALL) do
+      if st.raw[f] ~= nil then
+        args[k + 1], args[k + 2] = f .. ':' .. id, st.raw[f]
+        k = k + 2
+      end
+    end
   end
   if k > 0 then redis.call('HSET', key, unpack(args)) end
   if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
