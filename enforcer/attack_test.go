@@ -273,6 +273,19 @@ func windowSums(startMs int64, counts []int64, windowMs int64) []int64 {
 	return sums
 }
 
+// wholeWindows sums counts, one per millisecond from Unix millisecond startMs, over the
+// attack windows that end within them.
+func wholeWindows(startMs int64, counts []int64) int64 {
+	end := startMs + int64(len(counts))
+	var n int64
+	for i, c := range counts {
+		if t := startMs + int64(i); t < end-end%attackWindowMs {
+			n += c
+		}
+	}
+	return n
+}
+
 // carryAllowance is what leasing may admit on top of the ideal bucket in a window limit's
 // run: tokens a lease took in a window that the ideal did not fill (the attack not yet over
 // the limit there, on a slow machine) and spent in the next. At each window's end, at most
@@ -376,8 +389,8 @@ func formatCmds(by map[string]int64) string {
 // TestAttack hammers one key far over its limit through one or four enforcers sharing a real
 // Redis, for every algorithm and failure mode and at client concurrency 1, 4 and 64, all at
 // the default store timeout and lease settings. Each case asserts that what was admitted is
-// within the ideal single bucket's figure (at least 90% of it, and no more than it but for the
-// requests in flight), that the key cost Redis at most 0.02 commands per request, that the
+// within the ideal single bucket's figure (at least 90% of it over the windows the run saw
+// whole, and no more than it but for the requests in flight), that the key cost Redis at most 0.02 commands per request, that the
 // breaker never opened on this healthy store, and that no request failed; it prints one
 // "attack:" line.
 func TestAttack(t *testing.T) {
@@ -412,8 +425,10 @@ func attackOnce(t testing.TB, algo policy.Algorithm, mode policy.FailureMode, wo
 	// its limit: the ideal admits just that demand there, while an enforcer may lease the
 	// window's whole limit and spend the rest in the next window (leasing debits before it
 	// spends, and windows carry leased tokens over), which is no over-admission.
-	time.Sleep(time.Duration(attackWindowMs-time.Now().UnixMilli()%attackWindowMs) * time.Millisecond)
+	// The stall sampler starts first: started after the sleep, it had put the run's start, and
+	// so its end, tens of milliseconds past the boundaries.
 	w := stalls.Watch(t)
+	time.Sleep(time.Duration(attackWindowMs-time.Now().UnixMilli()%attackWindowMs) * time.Millisecond)
 	run := hammer(t, srv, ins, workers, attackFor, 0)
 	o.stalls = w.Stop()
 	ideal, idealPerMs := idealAdmitted(t, m.Domains[0].Rules[0], run.startMs, run.perMs)
@@ -440,8 +455,14 @@ func attackOnce(t testing.TB, algo policy.Algorithm, mode policy.FailureMode, wo
 	if opens != 0 {
 		o.timing = append(o.timing, fmt.Sprintf("breaker opens on a healthy Redis: got %d, want 0", opens))
 	}
-	if want := int64(attackMinShare * float64(ideal)); run.admitted < want {
-		o.timing = append(o.timing, fmt.Sprintf("admitted: got %d, want at least %d (%.0f%% of the ideal bucket's %d)", run.admitted, want, 100*attackMinShare, ideal))
+	// The share is judged over the windows the run saw whole. A window the run saw only the
+	// first milliseconds of is the ideal bucket's at once, while a fleet at the limit waits for
+	// its hold to end and asks the store: 79 admitted of the ideal's 363 in the last 6 ms of
+	// a run made one case read 88% of the ideal.
+	wholeAdmitted, wholeIdeal := wholeWindows(run.startMs, run.okPerMs), wholeWindows(run.startMs, idealPerMs)
+	if want := int64(attackMinShare * float64(wholeIdeal)); wholeAdmitted < want {
+		o.timing = append(o.timing, fmt.Sprintf("admitted in the whole windows: got %d, want at least %d (%.0f%% of the ideal bucket's %d)",
+			wholeAdmitted, want, 100*attackMinShare, wholeIdeal))
 	}
 	// Every admitted request spends a token that Redis debited, by TIME, at or before its
 	// reply. Redis TIME and the send times are the same machine's clock, in the same whole
