@@ -340,3 +340,38 @@ func granted(t *testing.T, s Store, key string, limits []Limit, now, want int64)
 	}
 	return got.Granted
 }
+
+// TestRedisMovesOldStates: the move of an old-layout hash, an hour after this version met it,
+// keeps every count. A place holding a bucket's state and a window's (the old policy changed
+// its family there) had its window lost (a spent day granted 100 more), and two old states
+// that came to one name kept one of them at random (a sliding window's previous minute lost:
+// 99 granted where 2 were right).
+func TestRedisMovesOldStates(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s := NewRedis(srv.Client())
+	now := int64(20_000)*24*3600*second + 3600*second + 2*second // 01:00:02 of a day
+	long := now - 2*3600*second                                  // met more than an hour ago
+	day := now - now%(24*3600*second)
+	minute := now - now%(60*second)
+	for _, tc := range []struct {
+		name   string
+		fields []any
+		limits []Limit
+		want   int64
+	}{
+		{"a bucket and a day at one place", []any{"tok0", 0, "ts0", now, "win0", day, "cur0", 100, "len0", 24 * 3600 * second, "placed", long},
+			[]Limit{{Algorithm: FixedWindow, Requests: 100, Window: 24 * 3600 * second}}, 0},
+		{"a fixed and a sliding minute", []any{"win0", minute, "cur0", 1, "len0", 60 * second,
+			"win1", minute, "cur1", 1, "prev1", 100, "len1", 60 * second, "placed", long},
+			[]Limit{{Algorithm: SlidingWindow, Requests: 100, Window: 60 * second}}, 2},
+	} {
+		key := Key("moves", tc.name)
+		if err := srv.Client().HSet(ctx, key, tc.fields...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := granted(t, s, key, tc.limits, now, 100); got > tc.want {
+			t.Errorf("%s: granted %d of 100 asked, want at most %d (hash %v)", tc.name, got, tc.want, srv.Client().HGetAll(ctx, key).Val())
+		}
+	}
+}

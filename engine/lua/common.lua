@@ -152,29 +152,62 @@ local function load(key, ls, now)
     return sts, others, stale
   end
   if whole then
-    -- The move: the old states, the newest writes, replace any of the same identity.
-    for at, fs in pairs(legacy) do
-      local l, id = ls[at + 1], nil
-      if fs.win and fs.cur then
-        local w = fs.len
-        if w == nil and l and l.algo ~= 0 then w = l.win end
-        if w then
-          id = 'w' .. string.format('%d', w)
-          if l and l.algo ~= 0 and l.win == w then id = l.id end
-        end
-      elseif fs.tok and fs.ts and l and l.algo == 0 then
-        id = l.id
-      end
-      if id then
-        local st = {raw = {}, moved = true}
-        for name in pairs(NAMES) do
-          if fs[name] ~= nil and ((fs.tok and (name == 'tok' or name == 'ts')) or (not fs.tok and name ~= 'tok' and name ~= 'ts')) then
-            st[name], st.raw[name] = fs[name], fs.raw[name]
+    -- The move. A place may hold a bucket's state and a window's (an old policy changed
+    -- its family there): each moves on its own. A state named by its place's limit goes
+    -- first, then those named by their recorded length. A moved state, the newest writes,
+    -- replaces the state of its name, whose other fields go.
+    local moved, ats = {}, {}
+    for at in pairs(legacy) do ats[#ats + 1] = at end
+    table.sort(ats)
+    for pass = 1, 2 do
+      for _, at in ipairs(ats) do
+        local fs = legacy[at]
+        do
+          local l = ls[at + 1]
+          for _, fam in ipairs({'w', 'b'}) do
+            local id, names = nil, {'tok', 'ts'}
+            if fam == 'w' and fs.win and fs.cur then
+              names = {'win', 'cur', 'len', 'prev'}
+              if l and l.algo ~= 0 and (fs.len == nil or fs.len == l.win) then
+                if pass == 1 then id = l.id end
+              elseif pass == 2 and fs.len then
+                id = 'w' .. string.format('%d', fs.len)
+              end
+            elseif fam == 'b' and fs.tok and fs.ts and l and l.algo == 0 and pass == 1 then
+              id = l.id
+            end
+            if id and moved[id] and fam == 'w' then
+              -- Two old windows of one length come to one name (an old policy had two):
+              -- the newer window, and of one window the larger counts, so that no count
+              -- is lost.
+              local st = states[id]
+              if fs.win > st.win then
+                for _, name in ipairs(names) do st[name], st.raw[name] = fs[name], fs.raw[name] end
+              elseif fs.win == st.win then
+                for _, name in ipairs({'cur', 'prev'}) do
+                  if fs[name] ~= nil and (st[name] == nil or fs[name] > st[name]) then
+                    st[name], st.raw[name] = fs[name], fs.raw[name]
+                  end
+                end
+              end
+            elseif id and not moved[id] then
+              local st = {raw = {}, moved = true}
+              for _, name in ipairs(names) do
+                if fs[name] ~= nil then st[name], st.raw[name] = fs[name], fs.raw[name] end
+              end
+              if states[id] then
+                for name in pairs(states[id]) do
+                  if NAMES[name] and st[name] == nil then stale[#stale + 1] = name .. ':' .. id end
+                end
+              end
+              states[id], moved[id] = st, true
+            end
+          end
+          if pass == 2 then
+            for _, f in ipairs(fs.names) do stale[#stale + 1] = f end
           end
         end
-        states[id] = st
       end
-      for _, f in ipairs(fs.names) do stale[#stale + 1] = f end
     end
     if placed then stale[#stale + 1] = 'placed' end
   elseif next(legacy) then
@@ -269,7 +302,15 @@ local function save(key, ls, sts, ttl, keep, stale)
     end
   end
   if k > 0 then redis.call('HSET', key, unpack(args)) end
-  if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
+  if #stale > 0 then
+    -- What this call wrote stays: a moved state's name may be one that went stale.
+    local written, del = {}, {}
+    for j = 1, k, 2 do written[args[j]] = true end
+    for _, f in ipairs(stale) do
+      if not written[f] then del[#del + 1] = f end
+    end
+    if #del > 0 then redis.call('HDEL', key, unpack(del)) end
+  end
   if keep then
     local left = redis.call('PTTL', key)
     if left > ttl then ttl = left end
