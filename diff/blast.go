@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
-	"unicode"
 
+	"github.com/rlctl/rlctl/internal/printable"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate"
 	"github.com/rlctl/rlctl/simulate/report"
@@ -304,7 +303,7 @@ func writeBlastText(w io.Writer, b *Blast) {
 		fmt.Fprintf(w, "  %s/%s (%s): newly denied %d, newly admitted %d, newly would deny %d, no longer would deny %d\n",
 			r.Domain, r.Rule, r.Stage, r.NewlyDenied, r.NewlyAdmitted, r.NewlyWouldDeny, r.NoLongerWouldDeny)
 		for _, id := range r.Top {
-			fmt.Fprintf(w, "      %s: newly denied %d, newly would deny %d", oneLine(id.Value), id.NewlyDenied, id.NewlyWouldDeny)
+			fmt.Fprintf(w, "      %s: newly denied %d, newly would deny %d", printable.String(id.Value), id.NewlyDenied, id.NewlyWouldDeny)
 			if id.Note != "" {
 				fmt.Fprintf(w, " (%s)", id.Note)
 			}
@@ -321,16 +320,4 @@ func joinLogs(logs []string) string {
 		return logs[0]
 	}
 	return fmt.Sprintf("%s and %d more logs", logs[0], len(logs)-1)
-}
-
-// oneLine is a logged value as the text report prints it: quoted, escapes and all, when it
-// holds a control character, so that it stays on its line. A value with a line break could
-// start a line of its own, and CI runners act on lines such as "::add-mask::".
-func oneLine(v string) string {
-	for _, r := range v {
-		if unicode.IsControl(r) {
-			return strconv.Quote(v)
-		}
-	}
-	return v
 }

@@ -82,7 +82,7 @@ func WriteMarkdown(w io.Writer, cs []Change, opts ...Option) error {
 
 // markdownRow is one change's row of its domain's table.
 func markdownRow(c Change) string {
-	return fmt.Sprintf("| %s | %s | `%s` | %s | %s |\n", sign(c.Kind), mdEscape(c.Summary), c.Kind,
+	return fmt.Sprintf("| %s | %s | `%s` | %s | %s |\n", sign(c.Kind), MarkdownCell(c.Summary), c.Kind,
 		codeOrDash(position(c.Base)), codeOrDash(position(c.Head)))
 }
 
@@ -176,10 +176,11 @@ func codeOrDash(s string) string {
 
 var codeReplacer = strings.NewReplacer("`", "'", "|", `\|`, "\r\n", " ", "\n", " ", "\r", " ")
 
-// mdEscape escapes text for a markdown table cell: markup characters, the cell separator, line
-// breaks and HTML; and an @mention or #reference, with a zero-width space after the sign, so
-// that a policy's text notifies nobody and links no issue.
-func mdEscape(s string) string {
+// MarkdownCell escapes text for a markdown table cell: markup characters, the cell separator,
+// line breaks and HTML; and an @mention or #reference, with a zero-width space after the sign,
+// so that a policy's text notifies nobody and links no issue. rollout's pull requests use it
+// too.
+func MarkdownCell(s string) string {
 	return mdReplacer.Replace(s)
 }
 
@@ -190,9 +191,9 @@ var mdReplacer = strings.NewReplacer(`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`
 // writeBlastMarkdown writes the blast radius: totals, a table per rule, and the top identities
 // folded.
 func writeBlastMarkdown(w io.Writer, b *Blast) {
-	fmt.Fprintf(w, "#### Blast radius: %d requests of %s\n\n", b.Requests, mdEscape(joinLogs(b.Logs)))
+	fmt.Fprintf(w, "#### Blast radius: %d requests of %s\n\n", b.Requests, MarkdownCell(joinLogs(b.Logs)))
 	for _, warning := range b.Warnings {
-		fmt.Fprintf(w, "> **Warning:** %s\n\n", mdEscape(warning))
+		fmt.Fprintf(w, "> **Warning:** %s\n\n", MarkdownCell(warning))
 	}
 	fmt.Fprintf(w, "**%d newly denied**, %d newly admitted. At any stage (shadow and soft too): %d newly would deny, %d no longer would deny.\n\n",
 		b.NewlyDenied, b.NewlyAdmitted, b.NewlyWouldDeny, b.NoLongerWouldDeny)
@@ -209,7 +210,7 @@ func writeBlastMarkdown(w io.Writer, b *Blast) {
 	for _, r := range b.Rules {
 		for _, id := range r.Top {
 			fmt.Fprintf(&rows, "| `%s/%s` | %s | %d | %d | %s |\n", r.Domain, r.Rule, codeOrDash(id.Value), id.NewlyDenied,
-				id.NewlyWouldDeny, mdEscape(id.Note))
+				id.NewlyWouldDeny, MarkdownCell(id.Note))
 		}
 	}
 	if rows.Len() > 0 {

@@ -3,6 +3,8 @@ package diff
 import (
 	"strings"
 	"testing"
+
+	"github.com/rlctl/rlctl/internal/printable"
 )
 
 // TestMarkdownCellsHoldTheirText: what a pull request chooses, a file's name or a logged value,
@@ -15,22 +17,22 @@ func TestMarkdownCellsHoldTheirText(t *testing.T) {
 		if strings.ContainsAny(got, "\r\n") || strings.Count(got, "`") != 2 {
 			t.Errorf("codeOrDash(%q) = %q: want one code span on one line", s, got)
 		}
-		if got := mdEscape(s); strings.ContainsAny(got, "\r\n") || strings.Contains(got, "<!--") {
-			t.Errorf("mdEscape(%q) = %q: want one line, no HTML", s, got)
+		if got := MarkdownCell(s); strings.ContainsAny(got, "\r\n") || strings.Contains(got, "<!--") {
+			t.Errorf("MarkdownCell(%q) = %q: want one line, no HTML", s, got)
 		}
 	}
-	if got := mdEscape("owner @octocat, see #123"); strings.Contains(got, "@octocat") || strings.Contains(got, "#123") {
-		t.Errorf("mdEscape kept a live mention or reference: %q", got)
+	if got := MarkdownCell("owner @octocat, see #123"); strings.Contains(got, "@octocat") || strings.Contains(got, "#123") {
+		t.Errorf("MarkdownCell kept a live mention or reference: %q", got)
 	}
 }
 
 // TestBlastTextValuesStayOnTheirLine: a logged value with a line break is quoted in the text
 // report, so that no line of it starts with a runner's workflow command ("::add-mask::").
 func TestBlastTextValuesStayOnTheirLine(t *testing.T) {
-	if got := oneLine("evil\n::warning title=Injected::x"); strings.Contains(got, "\n") {
-		t.Errorf("oneLine kept a line break: %q", got)
+	if got := printable.String("evil\n::warning title=Injected::x"); strings.Contains(got, "\n") {
+		t.Errorf("printable.String kept a line break: %q", got)
 	}
-	if got := oneLine("tenant-a"); got != "tenant-a" {
-		t.Errorf("oneLine(%q) = %q: a plain value prints as it is", "tenant-a", got)
+	if got := printable.String("tenant-a"); got != "tenant-a" {
+		t.Errorf("printable.String(%q) = %q: a plain value prints as it is", "tenant-a", got)
 	}
 }

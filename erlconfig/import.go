@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode"
 
 	"cuelang.org/go/cue/format"
 
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/printable"
 	"github.com/rlctl/rlctl/policy"
 )
 
@@ -375,26 +374,14 @@ func sanitize(s string) string {
 
 // shortPos is file:line, for comments.
 func shortPos(p policy.Pos) string {
-	return commentText(policy.Pos{File: p.File, Line: p.Line}.String())
-}
-
-// commentText is s as a line comment holds it: quoted, escapes and all, when it has a control
-// character. A file name with a line break would otherwise end the comment, and write CUE of its
-// own into the policy.
-func commentText(s string) string {
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
+	return printable.String(policy.Pos{File: p.File, Line: p.Line}.String())
 }
 
 // cue writes the domain's policy file, before formatting.
 func (di *domainImport) cue() []byte {
 	var b bytes.Buffer
 	c := di.cfg
-	fmt.Fprintf(&b, "// Imported by rlctl import ratelimit from envoyproxy/ratelimit's %s.\n", commentText(c.Pos.File))
+	fmt.Fprintf(&b, "// Imported by rlctl import ratelimit from envoyproxy/ratelimit's %s.\n", printable.String(c.Pos.File))
 	b.WriteString("// To finish the import, replace each source below with the one your Envoy rate_limits\n")
 	b.WriteString("// actions use (see the TODO comments), then run rlctl lint.\n")
 	b.WriteString("package policies\n\n")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rlctl/rlctl/diff"
 	"github.com/rlctl/rlctl/internal/english"
 )
 
@@ -169,10 +170,6 @@ func EvidenceMarkdown(st *Status, rules ...string) string {
 	return b.String()
 }
 
-// cellText is a gate's evidence in a table cell of the pull request's body: on one line, the
-// cell separator escaped and no HTML, since a hold's reason is the policy author's text.
-func cellText(s string) string {
-	return cellReplacer.Replace(s)
-}
-
-var cellReplacer = strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "\r\n", " ", "\n", " ", "\r", " ", "@", "@&#8203;")
+// cellText is a gate's evidence in a table cell of the pull request's body: a hold's reason is
+// the policy author's text.
+func cellText(s string) string { return diff.MarkdownCell(s) }

@@ -3,12 +3,11 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/rlctl/rlctl/internal/english"
+	"github.com/rlctl/rlctl/internal/printable"
 	"github.com/rlctl/rlctl/policy"
 	"github.com/rlctl/rlctl/simulate/report"
 )
@@ -166,7 +165,7 @@ func daysBetween(since, today string) (int, error) {
 
 func holdGate(r *policy.Rule) Gate {
 	if r.Stage.Hold != "" {
-		return Gate{Name: GateHold, State: GateBlocked, Reason: "paused: " + oneLine(r.Stage.Hold)}
+		return Gate{Name: GateHold, State: GateBlocked, Reason: "paused: " + printable.String(r.Stage.Hold)}
 	}
 	return Gate{Name: GateHold, State: GatePass, Reason: "not paused"}
 }
@@ -324,16 +323,4 @@ func humanDuration(ms int64) string {
 		return fmt.Sprintf("%dm", d/time.Minute)
 	}
 	return d.String()
-}
-
-// oneLine is a policy author's text as a gate's evidence holds it: quoted, escapes and all,
-// when it has a control character, so that it stays on its line in every output. A hold of
-// "x\n::add-mask::token" printed a line that CI runners act on.
-func oneLine(s string) string {
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
 }

@@ -5,6 +5,8 @@ import (
 	"hash/fnv"
 	"io"
 	"strings"
+
+	"github.com/rlctl/rlctl/internal/printable"
 )
 
 // MaxMarkdown is the most characters WriteMarkdown writes: GitHub's limit on a comment body.
@@ -231,7 +233,7 @@ func markdownTail(r *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n<details><summary>%d bad lines skipped (first %d shown)</summary>\n\n```\n", r.BadLines, len(r.BadLineSamples))
 	for _, bl := range r.BadLineSamples {
-		fmt.Fprintf(&b, "%s:%d: %s\n    %s\n", printable(bl.File), bl.Line, printable(bl.Error), strings.ReplaceAll(printable(bl.Text), "```", "'''"))
+		fmt.Fprintf(&b, "%s:%d: %s\n    %s\n", printable.String(bl.File), bl.Line, printable.String(bl.Error), strings.ReplaceAll(printable.String(bl.Text), "```", "'''"))
 	}
 	b.WriteString("```\n\n</details>\n")
 	return b.String()
@@ -239,7 +241,7 @@ func markdownTail(r *Report) string {
 
 // mdEscape makes s safe inside a table cell and inline code.
 func mdEscape(s string) string {
-	s = printable(s)
+	s = printable.String(s)
 	s = strings.ReplaceAll(s, "|", `\|`)
 	s = strings.ReplaceAll(s, "`", "'")
 	s = strings.ReplaceAll(s, "\n", " ")

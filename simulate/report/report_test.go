@@ -269,23 +269,6 @@ func TestLegendInEveryFormat(t *testing.T) {
 	}
 }
 
-// TestPrintable: a value from the log reaches a terminal or a Markdown file without control
-// characters (tabs and newlines included), which a client could use to recolour or rewrite the
-// reader's terminal; printable text stays as it is.
-func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{
-		"/q\x1b[31mRED\x1b[0m": `/q\x1b[31mRED\x1b[0m`,
-		"a\tb\nc\x7f":          `a\x09b\x0ac\x7f`,
-		"next\u0085line":       `next\u0085line`,
-		"bad\xff":              `bad\xff`,
-		"é ✓ \ufffd plain":     "é ✓ \ufffd plain",
-	} {
-		if got := printable(in); got != want {
-			t.Errorf("printable(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestPct: a share short of all of them, or more than none, never reads as 100% or 0%.
 func TestPct(t *testing.T) {
 	for f, want := range map[float64]string{0: "0%", 0.00005: "<0.01%", 0.5: "50.00%", 29999.0 / 30000: ">99.99%", 1: "100.00%"} {

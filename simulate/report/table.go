@@ -6,10 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/rlctl/rlctl/internal/printable"
 )
 
 // WriteTable writes r for a terminal: a summary, one table of rules, the top denied identities
@@ -51,7 +52,7 @@ func WriteTable(w io.Writer, r *Report) error {
 	var rows [][]string
 	for _, rl := range r.Rules {
 		for _, id := range rl.TopDenied {
-			rows = append(rows, []string{rl.Domain + "/" + rl.Rule, printable(id.Value), itoa(id.Denials), itoa(id.Requests), note(id)})
+			rows = append(rows, []string{rl.Domain + "/" + rl.Rule, printable.String(id.Value), itoa(id.Denials), itoa(id.Requests), note(id)})
 		}
 	}
 	if len(rows) > 0 {
@@ -95,7 +96,7 @@ func writeBadLines(w io.Writer, r *Report, indent string) {
 	}
 	fmt.Fprintln(w)
 	for _, b := range r.BadLineSamples {
-		fmt.Fprintf(w, "%s%s:%d: %s\n%s    %s\n", indent, printable(b.File), b.Line, printable(b.Error), indent, printable(b.Text))
+		fmt.Fprintf(w, "%s%s:%d: %s\n%s    %s\n", indent, printable.String(b.File), b.Line, printable.String(b.Error), indent, printable.String(b.Text))
 	}
 }
 
@@ -159,36 +160,4 @@ func span(ms int64) string {
 		return (time.Duration(ms) * time.Millisecond).String()
 	}
 	return fmt.Sprintf("%.1f days", float64(ms)/86_400_000)
-}
-
-// printable is s for a terminal or a Markdown file: control characters (C0, DEL, C1) and bytes
-// that are not UTF-8 written as Go escapes (\x1b, \u0085), so that a value from the log, which
-// a client chose, cannot move the cursor, recolour or rewrite the reader's terminal.
-func printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r >= 0x80 && r < 0xa0:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
 }
